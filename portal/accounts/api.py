@@ -1,0 +1,74 @@
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.accounts.login import LoginRefused, login_check
+from portal.accounts.selectors import api_token_list
+from portal.accounts.serializers import (
+    ApiTokenCreatedSerializer,
+    ApiTokenSerializer,
+    MeSerializer,
+    TokenObtainInputSerializer,
+)
+from portal.accounts.services import api_token_create, api_token_revoke
+
+# Why a login was refused -> HTTP status of the token endpoint's answer.
+_REFUSAL_STATUS = {
+    "invalid_credentials": status.HTTP_401_UNAUTHORIZED,
+    "not_a_portal_user": status.HTTP_403_FORBIDDEN,
+    "locked_out": status.HTTP_429_TOO_MANY_REQUESTS,
+    "directory_unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
+}
+
+
+class LoginRefusedError(exceptions.APIException):
+    def __init__(self, refused: LoginRefused) -> None:
+        super().__init__(refused.message, refused.code)
+        self.status_code = _REFUSAL_STATUS[refused.code]
+
+
+class MeApi(APIView):
+    @extend_schema(responses=MeSerializer, summary="The authenticated user")
+    def get(self, request: Request) -> Response:
+        return Response(MeSerializer(request.user).data)
+
+
+class TokenListCreateApi(APIView):
+    """List your tokens (authenticated), or obtain a new one with your LDAP credentials."""
+
+    def get_permissions(self) -> list:
+        return [AllowAny()] if self.request.method == "POST" else super().get_permissions()
+
+    def get_authenticators(self) -> list:
+        # Obtaining a token proves identity with the password alone (and needs no CSRF token).
+        return [] if self.request.method == "POST" else super().get_authenticators()
+
+    @extend_schema(responses=ApiTokenSerializer(many=True), summary="Your API tokens")
+    def get(self, request: Request) -> Response:
+        return Response(ApiTokenSerializer(api_token_list(user=request.user), many=True).data)
+
+    @extend_schema(request=TokenObtainInputSerializer, responses={201: ApiTokenCreatedSerializer},
+                   auth=[], summary="Obtain a token with LDAP username and password")
+    def post(self, request: Request) -> Response:
+        data = TokenObtainInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            user = login_check(request=request._request, username=data.validated_data["username"],
+                               password=data.validated_data["password"])
+        except LoginRefused as refused:
+            raise LoginRefusedError(refused) from refused
+        token, key = api_token_create(user=user, name=data.validated_data["name"])
+        body = ApiTokenCreatedSerializer({**ApiTokenSerializer(token).data, "token": key}).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class TokenDetailApi(APIView):
+    @extend_schema(responses={204: None}, summary="Revoke one of your tokens")
+    def delete(self, request: Request, token_id: int) -> Response:
+        get_object_or_404(api_token_list(user=request.user), pk=token_id)
+        api_token_revoke(user=request.user, token_id=token_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,39 @@
+import hashlib
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+
+
+class User(AbstractUser):
+    """A portal user; `username` is the LDAP uid and the Unix account jobs run as.
+
+    The LDAP-derived fields are refreshed on every login (see services.user_sync_from_directory).
+    """
+
+    uid_number = models.IntegerField(null=True, blank=True)
+    gid_number = models.IntegerField(null=True, blank=True)
+    home_directory = models.CharField(max_length=255, blank=True)
+    ldap_groups = models.JSONField(default=list, blank=True)
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only a SHA-256 digest of the key is stored; the key is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=8, editable=False, help_text="First characters of the key")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @staticmethod
+    def digest_of(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()

@@ -1,0 +1,32 @@
+from rest_framework import serializers
+
+from portal.accounts.models import ApiToken, User
+
+
+class MeSerializer(serializers.ModelSerializer):
+    is_admin = serializers.BooleanField(source="is_staff")
+    groups = serializers.ListField(source="ldap_groups", child=serializers.CharField())
+
+    class Meta:
+        model = User
+        fields = ["username", "first_name", "last_name", "email", "uid_number", "gid_number",
+                  "home_directory", "groups", "is_admin"]
+
+
+class TokenObtainInputSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=64)
+    password = serializers.CharField(max_length=1024, trim_whitespace=False)
+    name = serializers.CharField(max_length=100, required=False, default="api")
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "created_at", "last_used_at"]
+
+
+class ApiTokenCreatedSerializer(ApiTokenSerializer):
+    token = serializers.CharField(help_text="The key; shown only in this response.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]

@@ -1,0 +1,87 @@
+"""The portal's copy of the cluster's state, refreshed by one poll cycle for everybody."""
+
+from django.db import models
+
+
+class PollStatus(models.Model):
+    """A single row: when Slurm was last asked, and whether it answered."""
+
+    checked_at = models.DateTimeField(null=True)
+    refreshed_at = models.DateTimeField(null=True, help_text="Last successful refresh")
+    error = models.TextField(blank=True, help_text="Why the last attempt failed; empty if it did not")
+
+    def __str__(self) -> str:
+        return f"checked {self.checked_at}, refreshed {self.refreshed_at}"
+
+    @classmethod
+    def get(cls) -> "PollStatus":
+        status, _ = cls.objects.get_or_create(pk=1)
+        return status
+
+
+class Partition(models.Model):
+    name = models.CharField(max_length=64, unique=True)
+    is_default = models.BooleanField(default=False)
+    max_time = models.DurationField(null=True, blank=True, help_text="Empty means unlimited")
+    node_count = models.PositiveIntegerField(default=0)
+    cpus_total = models.PositiveIntegerField(default=0)
+    cpus_allocated = models.PositiveIntegerField(default=0)
+    running_jobs = models.PositiveIntegerField(default=0)
+    pending_jobs = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-is_default", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PartitionGpu(models.Model):
+    """GPUs of one type in one partition; GPUs on down or drained nodes are `unavailable`."""
+
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, related_name="gpus")
+    gpu_type = models.CharField(max_length=64, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    allocated = models.PositiveIntegerField(default=0)
+    unavailable = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["gpu_type"]
+        constraints = [
+            models.UniqueConstraint(fields=["partition", "gpu_type"], name="uniq_partition_gpu")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.partition_id}: {self.total} {self.gpu_type}"
+
+    @property
+    def free(self) -> int:
+        return max(self.total - self.allocated - self.unavailable, 0)
+
+    @property
+    def slots(self) -> list[str]:
+        """One CSS state per GPU, for the page's GPU bar."""
+        return ["used"] * self.allocated + ["down"] * self.unavailable + ["free"] * self.free
+
+
+class Node(models.Model):
+    name = models.CharField(max_length=128, unique=True)
+    state = models.CharField(max_length=64)
+    partitions = models.JSONField(default=list)
+    cpus_total = models.PositiveIntegerField(default=0)
+    cpus_allocated = models.PositiveIntegerField(default=0)
+    memory_mb = models.PositiveBigIntegerField(default=0)
+    memory_allocated_mb = models.PositiveBigIntegerField(default=0)
+    gpus = models.JSONField(default=dict, help_text="GPU type -> count")
+    gpus_used = models.JSONField(default=dict, help_text="GPU type -> allocated count")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpu_usage(self) -> list[tuple[str, int, int]]:
+        """(type, used, total) per GPU type."""
+        return [(kind, self.gpus_used.get(kind, 0), total) for kind, total in self.gpus.items()]

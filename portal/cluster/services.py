@@ -1,0 +1,85 @@
+"""The Slurm poll cycle: one `sinfo` and one `squeue` for the whole cluster, stored for everybody."""
+
+import logging
+from collections import Counter, defaultdict
+
+from django.db import transaction
+from django.utils import timezone
+
+from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus
+from slurm.adapter import Slurm
+from slurm.errors import SlurmError
+from slurm.parsing import NodeInPartition, QueuedJob
+
+logger = logging.getLogger(__name__)
+
+
+def slurm_poll(*, slurm: Slurm | None = None) -> PollStatus:
+    """Ask Slurm once for the cluster's state and store it; on failure keep the last snapshot."""
+    slurm = slurm or Slurm.from_settings()
+    status = PollStatus.get()
+    status.checked_at = timezone.now()
+    try:
+        nodes = slurm.nodes()
+        queue = slurm.queue()
+    except SlurmError as error:
+        logger.warning("Slurm poll failed: %s", error.message)
+        status.error = error.message
+        status.save(update_fields=["checked_at", "error"])
+        return status
+    cluster_snapshot_store(nodes=nodes, queue=queue)
+    status.refreshed_at = status.checked_at
+    status.error = ""
+    status.save()
+    return status
+
+
+@transaction.atomic
+def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJob]) -> None:
+    """Replace the stored partitions and nodes with what Slurm just said."""
+    jobs = Counter((job.partition, job.state) for job in queue)
+    by_partition: dict[str, list[NodeInPartition]] = defaultdict(list)
+    by_node: dict[str, list[NodeInPartition]] = defaultdict(list)
+    for row in nodes:
+        by_partition[row.partition].append(row)
+        by_node[row.node].append(row)
+
+    Partition.objects.all().delete()
+    Node.objects.all().delete()
+    gpu_rows = []
+    for name, rows in by_partition.items():
+        partition = Partition.objects.create(
+            name=name,
+            is_default=rows[0].is_default_partition,
+            max_time=rows[0].partition_max_time,
+            node_count=len(rows),
+            cpus_total=sum(row.cpus_total for row in rows),
+            cpus_allocated=sum(row.cpus_allocated for row in rows),
+            running_jobs=jobs[name, "RUNNING"],
+            pending_jobs=jobs[name, "PENDING"],
+        )
+        totals: dict[str, PartitionGpu] = {}
+        for row in rows:
+            for gpu_type, count in row.gpus.items():
+                gpu = totals.setdefault(gpu_type, PartitionGpu(partition=partition, gpu_type=gpu_type))
+                gpu.total += count
+                used = row.gpus_used.get(gpu_type, 0)
+                gpu.allocated += used
+                if not row.usable:
+                    gpu.unavailable += count - used
+        gpu_rows.extend(totals.values())
+    PartitionGpu.objects.bulk_create(gpu_rows)
+    Node.objects.bulk_create(
+        Node(
+            name=name,
+            state=rows[0].state,
+            partitions=[row.partition for row in rows],
+            cpus_total=rows[0].cpus_total,
+            cpus_allocated=rows[0].cpus_allocated,
+            memory_mb=rows[0].memory_mb,
+            memory_allocated_mb=rows[0].memory_allocated_mb,
+            gpus=rows[0].gpus,
+            gpus_used=rows[0].gpus_used,
+        )
+        for name, rows in by_node.items()
+    )

@@ -1,0 +1,10 @@
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from portal.cluster.selectors import cluster_overview
+
+
+@login_required
+def status_view(request: HttpRequest) -> HttpResponse:
+    return render(request, "cluster/status.html", {"cluster": cluster_overview()})

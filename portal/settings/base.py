@@ -1,0 +1,166 @@
+"""Settings shared by every environment; values come from the environment (12-factor).
+
+`slurm/dev/env.sh` exports the values for the local cluster that `make up` starts.
+"""
+
+from datetime import timedelta
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+env = environ.Env()
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="dev-only-insecure-key-change-me")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "axes",
+    "portal.core",
+    "portal.accounts",
+    "portal.cluster",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires.
+    "axes.middleware.AxesMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default="postgres://gpuportal:gpuportal@127.0.0.1:5433/gpuportal"
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "accounts.User"
+AUTHENTICATION_BACKENDS = [
+    # Axes first: it refuses locked-out clients before the directory is asked.
+    "axes.backends.AxesStandaloneBackend",
+    "portal.accounts.backends.LdapBackend",
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "cluster:status"
+LOGOUT_REDIRECT_URL = "accounts:login"
+
+# --- LDAP directory (portal.accounts.ldap) ---
+LDAP_URI = env("LDAP_URI", default="ldap://127.0.0.1:3389")
+LDAP_BASE_DN = env("LDAP_BASE_DN", default="dc=gpuportal,dc=test")
+LDAP_USER_DN_TEMPLATE = env("LDAP_USER_DN_TEMPLATE", default="uid={username},ou=people,{base}")
+LDAP_GROUP_BASE = env("LDAP_GROUP_BASE", default="ou=groups,{base}")
+LDAP_TIMEOUT_SECONDS = env.int("LDAP_TIMEOUT_SECONDS", default=5)
+LDAP_USER_GROUP = env("LDAP_USER_GROUP", default="portal-users")
+LDAP_ADMIN_GROUP = env("LDAP_ADMIN_GROUP", default="portal-admins")
+
+# --- Login lockout (django-axes): 5 failures per user and client lock both for 15 minutes ---
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.accounts.lockout.locked_out"
+
+# --- Slurm (slurm.client) ---
+SLURM_BIN_DIR = env("SLURM_BIN_DIR", default="/usr/bin")
+# Prefix that runs a command as another Unix user; {username} is substituted.
+SLURM_EXEC_PREFIX = env.list("SLURM_EXEC_PREFIX", default=["/usr/sbin/runuser", "-u", "{username}", "--"])
+SLURM_TIMEOUT_SECONDS = env.float("SLURM_TIMEOUT_SECONDS", default=20.0)
+SLURM_POLL_SECONDS = env.float("SLURM_POLL_SECONDS", default=15.0)
+# A snapshot older than this many poll cycles is shown as stale.
+SLURM_STALE_AFTER_CYCLES = 3
+
+# --- Celery ---
+CELERY_BROKER_URL = env("REDIS_URL", default="redis://127.0.0.1:6390/0")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_TIME_LIMIT = 120
+CELERY_BEAT_SCHEDULE = {
+    "slurm-poll": {
+        "task": "portal.cluster.tasks.slurm_poll",
+        "schedule": SLURM_POLL_SECONDS,
+        # A cycle that could not start in time is dropped: the next one asks afresh.
+        "options": {"expires": SLURM_POLL_SECONDS},
+    },
+}
+
+# --- REST API ---
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.core.api_errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "gpuportal API",
+    "DESCRIPTION": (
+        "REST API of the gpuportal GPU cluster portal. Authenticate with a personal token "
+        "(`Authorization: Token <key>`, from the profile page or `POST /api/v1/tokens/`) "
+        "or a browser session. Errors are JSON: `{\"detail\": message, \"code\": code, "
+        "\"fields\": {field: [messages]}}`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI's assets come from the installed sidecar package, not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / ".static"))
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+}

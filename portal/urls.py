@@ -1,0 +1,17 @@
+from django.contrib import admin
+from django.contrib.auth.decorators import login_required
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="cluster:status"), name="home"),
+    path("accounts/", include("portal.accounts.urls")),
+    path("cluster/", include("portal.cluster.urls")),
+    path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(("portal.api_urls", "api"))),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+         name="api-docs"),
+]

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Stops the portal's processes and the local cluster; state stays on disk for the next `make up`.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+for name in celery-beat celery-worker gunicorn; do
+  pidfile="$RUN/$name.pid"
+  [[ -f "$pidfile" ]] || continue
+  pid=$(cat "$pidfile")
+  # Each was started with setsid: end its whole process group (gunicorn and celery fork workers).
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  for _ in $(seq 50); do
+    kill -0 "$pid" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || break
+    sleep 0.2
+  done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  rm -f "$pidfile"
+done
+"$ROOT/slurm/dev/down.sh"

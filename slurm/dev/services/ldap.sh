@@ -1,0 +1,105 @@
+# shellcheck shell=bash
+# OpenLDAP slapd with its own slapd.conf (no cn=config), seeded once with the
+# demo users and groups; plus matching local Unix accounts so Slurm jobs can run as them.
+
+LDAP_DIR=$STATE/ldap
+LDAP_URI=ldap://127.0.0.1:$LDAP_PORT
+LDAP_PIDFILE=$LDAP_DIR/slapd.pid
+UNIX_GROUP=gpuportal
+UNIX_GID=10000
+
+LDAP_GROUPS=(portal-users portal-admins)
+
+ldap_admin() { "$@" -x -H "$LDAP_URI" -D "$LDAP_ROOTDN" -w "$LDAP_ROOTPW"; }
+ldap_ping() { ldapsearch -x -H "$LDAP_URI" -b '' -s base namingContexts >/dev/null; }
+
+ldap_seed_ldif() {
+  local line uid num given sn pw groups g members
+  printf 'dn: %s\nobjectClass: dcObject\nobjectClass: organization\ndc: gpuportal\no: gpuportal\n\n' "$LDAP_SUFFIX"
+  printf 'dn: ou=people,%s\nobjectClass: organizationalUnit\nou: people\n\n' "$LDAP_SUFFIX"
+  printf 'dn: ou=groups,%s\nobjectClass: organizationalUnit\nou: groups\n\n' "$LDAP_SUFFIX"
+  for line in "${DEMO_USERS[@]}"; do
+    read -r uid num given sn pw groups <<<"$line"
+    cat <<LDIF
+dn: uid=$uid,ou=people,$LDAP_SUFFIX
+objectClass: inetOrgPerson
+objectClass: posixAccount
+objectClass: shadowAccount
+uid: $uid
+cn: $given $sn
+givenName: $given
+sn: $sn
+mail: $uid@gpuportal.test
+uidNumber: $num
+gidNumber: $UNIX_GID
+homeDirectory: /home/$uid
+loginShell: /bin/bash
+userPassword: $(slappasswd -h '{SSHA}' -s "$pw")
+
+LDIF
+  done
+  # Groups after users, so the memberof overlay sets memberOf on each user.
+  for g in "${LDAP_GROUPS[@]}"; do
+    printf 'dn: cn=%s,ou=groups,%s\nobjectClass: groupOfNames\ncn: %s\n' "$g" "$LDAP_SUFFIX" "$g"
+    for line in "${DEMO_USERS[@]}"; do
+      read -r uid num given sn pw groups <<<"$line"
+      if [[ ,$groups, == *,$g,* ]]; then printf 'member: uid=%s,ou=people,%s\n' "$uid" "$LDAP_SUFFIX"; fi
+    done
+    echo
+  done
+}
+
+ldap_up() {
+  local rc=0
+  mkdir -p "$LDAP_DIR/data"
+  chmod 700 "$LDAP_DIR" # holds the hashed root password
+  # Hash the root password once, so the rendered slapd.conf stays byte-identical
+  # between runs (SSHA uses a random salt) and slapd is not restarted needlessly.
+  [[ -s $LDAP_DIR/rootpw.hash ]] || slappasswd -h '{SSHA}' -s "$LDAP_ROOTPW" >"$LDAP_DIR/rootpw.hash"
+  LDAP_ROOTPW_HASH=$(cat "$LDAP_DIR/rootpw.hash")
+  export LDAP_ROOTPW_HASH
+  RENDER_CHANGED=0
+  render "$DEV_DIR/conf/slapd.conf.in" "$LDAP_DIR/slapd.conf" 600
+  if ((RENDER_CHANGED)) && running "$LDAP_PIDFILE" slapd; then
+    log "ldap: config changed, restarting slapd"
+    ldap_down
+  fi
+  if ! running "$LDAP_PIDFILE" slapd; then
+    log "ldap: starting slapd on $LDAP_URI"
+    slaptest -Q -u -f "$LDAP_DIR/slapd.conf" || die "slaptest rejected $LDAP_DIR/slapd.conf"
+    # -d keeps slapd in the foreground (it then logs to stderr): detach it ourselves.
+    setsid -f slapd -d stats -h "$LDAP_URI/" -f "$LDAP_DIR/slapd.conf" </dev/null >>"$LOG/slapd.log" 2>&1
+  fi
+  wait_for "slapd on $LDAP_URI" 30 ldap_ping
+
+  # The last entry of the seed is cn=portal-admins: if it exists, all of it does.
+  if ! ldap_admin ldapsearch -b "cn=portal-admins,ou=groups,$LDAP_SUFFIX" -s base dn >/dev/null 2>&1; then
+    log "ldap: seeding $LDAP_SUFFIX"
+    # -c: continue past entries that already exist (68) after a partial seed.
+    ldap_seed_ldif | ldap_admin ldapadd -c >>"$LOG/ldap-seed.log" 2>&1 || rc=$?
+    [[ $rc == 0 || $rc == 68 ]] || die "ldapadd failed (rc $rc), see $LOG/ldap-seed.log"
+  fi
+}
+
+ldap_down() {
+  stop_pidfile slapd "$LDAP_PIDFILE" slapd
+}
+
+# Local accounts with the LDAP uid numbers: slurmd runs jobs as real Unix users.
+unix_users_up() {
+  local line uid num rest
+  if ! getent group "$UNIX_GROUP" >/dev/null; then
+    groupadd -g "$UNIX_GID" "$UNIX_GROUP"
+  fi
+  [[ $(getent group "$UNIX_GROUP" | cut -d: -f3) == "$UNIX_GID" ]] ||
+    die "Unix group $UNIX_GROUP exists with a gid other than $UNIX_GID"
+  for line in "${DEMO_USERS[@]}"; do
+    read -r uid num rest <<<"$line"
+    if ! getent passwd "$uid" >/dev/null; then
+      log "creating Unix user $uid ($num)"
+      useradd -u "$num" -g "$UNIX_GID" -d "/home/$uid" -m -s /bin/bash "$uid"
+    fi
+    [[ $(id -u "$uid") == "$num" ]] || die "Unix user $uid exists with a uid other than $num"
+    mkdir_owned "/home/$uid" "$uid:$UNIX_GROUP" 755
+  done
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Bring up the local gpuportal test bed: munge, MariaDB + slurmdbd, slurmctld,
+# slurmd (4 fake A100s), OpenLDAP, Redis and PostgreSQL, all on loopback with
+# state under ${GPUPORTAL_STATE:-/var/lib/gpuportal}.
+#
+# Idempotent: installs missing Debian packages (only then touches apt), starts
+# what is not running, restarts a daemon whose rendered config changed, and
+# waits until everything answers. A second run while up takes a second or two.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+for f in "$DEV_DIR"/services/*.sh; do source "$f"; done
+
+require_root
+check_state_path
+start=$SECONDS
+
+packages_ensure
+
+mkdir_owned "$STATE" root:root 755
+mkdir_owned "$LOG" root:root 755
+mkdir_owned "$RUN" root:root 755
+
+unix_users_up
+munge_up
+mariadb_up
+slurm_up
+ldap_up
+redis_up
+postgres_up
+
+cat <<SUMMARY
+gpuportal test bed is up ($((SECONDS - start)) s), state in $STATE, logs in $LOG/
+  slurm     cluster gpuportal, node $HOST (4x gres gpu:a100), partitions gpu* debug; conf /etc/slurm
+            slurmctld :6817  slurmd :6818  slurmdbd :6819  -> MariaDB 127.0.0.1:$MARIADB_PORT (slurm_acct_db)
+  munge     /run/munge/munge.socket.2
+  ldap      $LDAP_URI  base $LDAP_SUFFIX  admin $LDAP_ROOTDN / $LDAP_ROOTPW
+            users alice bob ada (portal-users; ada also portal-admins), eve (no group); password <uid>-pw
+  redis     redis://127.0.0.1:$REDIS_PORT/0
+  postgres  postgres://gpuportal:gpuportal@127.0.0.1:$PG_PORT/gpuportal
+  env       source $DEV_DIR/env.sh
+SUMMARY

@@ -1,0 +1,14 @@
+class SlurmError(Exception):
+    """A Slurm command failed; `message` is Slurm's own explanation, fit to show a user."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SlurmUnreachable(SlurmError):
+    """The controller or accounting daemon did not answer: the state is unknown, not 'gone'."""
+
+
+class SlurmRejected(SlurmError):
+    """Slurm understood the request and refused it (bad resources, unknown job...)."""

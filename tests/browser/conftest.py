@@ -1,0 +1,24 @@
+import pytest
+from playwright.sync_api import sync_playwright
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, tmp_path):
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    yield page
+    context.close()

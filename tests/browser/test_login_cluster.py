@@ -1,0 +1,44 @@
+"""A person in headless Chromium: log in as a demo user, see the cluster's GPUs."""
+
+from pathlib import Path
+
+import pytest
+
+from portal.cluster.services import slurm_poll
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def _login(page, live_server, username, password):
+    page.goto(f"{live_server.url}/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+
+
+def test_alice_sees_four_free_gpus_in_partition_gpu(page, live_server, slurm):
+    slurm_poll(slurm=slurm)
+    _login(page, live_server, "alice", "alice-pw")
+    card = page.locator('[data-partition="gpu"]')
+    assert card.locator("[data-gpus-free]").inner_text() == "4"
+    assert "4 of 4 A100 GPUs free" in card.inner_text()
+    assert page.locator('[data-partition="debug"]').is_visible()
+    assert page.locator("#admin-link").count() == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "cluster.png", full_page=True)
+
+
+def test_admin_sees_admin_link(page, live_server, slurm):
+    slurm_poll(slurm=slurm)
+    _login(page, live_server, "ada", "ada-pw")
+    assert page.locator("#admin-link").is_visible()
+
+
+@pytest.mark.parametrize(("username", "password", "message"), [
+    ("eve", "eve-pw", "not allowed to use this portal"),
+    ("alice", "nope", "Wrong username or password"),
+])
+def test_refusals_are_explained(page, live_server, username, password, message):
+    _login(page, live_server, username, password)
+    assert message in page.locator("[role=alert]").inner_text()

@@ -1,0 +1,74 @@
+from dataclasses import dataclass, field
+
+import pytest
+
+from portal.cluster.models import Partition
+from portal.cluster.services import slurm_poll
+from slurm.errors import SlurmUnreachable
+from slurm.parsing import NodeInPartition, QueuedJob
+
+
+def _node(partition, *, default=False, state="mixed", used=1, gpus=4):
+    return NodeInPartition(
+        node="n1", partition=partition, is_default_partition=default, state=state,
+        cpus_allocated=8, cpus_total=64, memory_mb=515000, memory_allocated_mb=49152,
+        gpus={"a100": gpus}, gpus_used={"a100": used}, partition_max_time=None,
+    )
+
+
+def _job(partition, state):
+    return QueuedJob(job_id="1", partition=partition, state=state, user="alice", reason="",
+                     node_count=1, cpus=8, tres_per_node="gres/gpu:1", nodes="", start_time=None,
+                     end_time=None, time_limit=None, comment="", name="x")
+
+
+@dataclass
+class FakeSlurm:
+    """Stands in for slurm.adapter.Slurm; counts calls to prove one query per cycle."""
+
+    nodes_result: list = field(default_factory=list)
+    queue_result: list = field(default_factory=list)
+    error: Exception | None = None
+    calls: list = field(default_factory=list)
+
+    def nodes(self):
+        self.calls.append("sinfo")
+        if self.error:
+            raise self.error
+        return self.nodes_result
+
+    def queue(self):
+        self.calls.append("squeue")
+        return self.queue_result
+
+
+@pytest.mark.django_db
+def test_poll_stores_partitions_gpus_and_job_counts():
+    fake = FakeSlurm(
+        nodes_result=[_node("gpu", default=True), _node("debug")],
+        queue_result=[_job("gpu", "RUNNING"), _job("gpu", "PENDING"), _job("gpu", "PENDING")],
+    )
+    status = slurm_poll(slurm=fake)
+    assert fake.calls == ["sinfo", "squeue"]
+    assert status.error == "" and status.refreshed_at is not None
+    gpu = Partition.objects.get(name="gpu")
+    assert gpu.is_default and (gpu.running_jobs, gpu.pending_jobs) == (1, 2)
+    (gpus,) = gpu.gpus.all()
+    assert (gpus.total, gpus.allocated, gpus.free) == (4, 1, 3)
+
+
+@pytest.mark.django_db
+def test_gpus_on_a_drained_node_are_not_free():
+    slurm_poll(slurm=FakeSlurm(nodes_result=[_node("gpu", state="drained", used=0)]))
+    (gpus,) = Partition.objects.get(name="gpu").gpus.all()
+    assert (gpus.total, gpus.unavailable, gpus.free) == (4, 4, 0)
+
+
+@pytest.mark.django_db
+def test_unreachable_slurm_keeps_the_last_snapshot():
+    first = slurm_poll(slurm=FakeSlurm(nodes_result=[_node("gpu", default=True)]))
+    status = slurm_poll(slurm=FakeSlurm(error=SlurmUnreachable("Unable to contact slurm "
+                                                                "controller")))
+    assert status.error == "Unable to contact slurm controller"
+    assert status.refreshed_at == first.refreshed_at
+    assert Partition.objects.filter(name="gpu").exists()
