@@ -85,3 +85,29 @@ class Node(models.Model):
     def gpu_usage(self) -> list[tuple[str, int, int]]:
         """(type, used, total) per GPU type."""
         return [(kind, self.gpus_used.get(kind, 0), total) for kind, total in self.gpus.items()]
+
+
+class SlurmJob(models.Model):
+    """Every job Slurm tracked at the last poll (all users): queue reasons, nodes, time left.
+
+    Batch jobs and notebook servers read their live state from here, never from Slurm directly.
+    """
+
+    job_id = models.CharField(max_length=32, unique=True)
+    user = models.CharField(max_length=64, db_index=True)
+    partition = models.CharField(max_length=64)
+    state = models.CharField(max_length=32)
+    reason = models.CharField(max_length=128, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    nodes = models.CharField(max_length=256, blank=True)
+    start_time = models.DateTimeField(null=True)
+    end_time = models.DateTimeField(null=True)
+    time_limit = models.DurationField(null=True)
+    name = models.CharField(max_length=256, blank=True)
+    comment = models.CharField(max_length=256, blank=True)
+
+    class Meta:
+        ordering = ["job_id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.state}"

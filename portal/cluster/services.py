@@ -2,11 +2,12 @@
 
 import logging
 from collections import Counter, defaultdict
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
-from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus
+from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus, SlurmJob
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import NodeInPartition, QueuedJob
@@ -36,7 +37,7 @@ def slurm_poll(*, slurm: Slurm | None = None) -> PollStatus:
 
 @transaction.atomic
 def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJob]) -> None:
-    """Replace the stored partitions and nodes with what Slurm just said."""
+    """Replace the stored partitions, nodes and queue with what Slurm just said."""
     jobs = Counter((job.partition, job.state) for job in queue)
     by_partition: dict[str, list[NodeInPartition]] = defaultdict(list)
     by_node: dict[str, list[NodeInPartition]] = defaultdict(list)
@@ -83,3 +84,18 @@ def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJo
         )
         for name, rows in by_node.items()
     )
+    SlurmJob.objects.all().delete()
+    SlurmJob.objects.bulk_create(
+        SlurmJob(
+            job_id=job.job_id, user=job.user, partition=job.partition, state=job.state,
+            reason=job.reason[:128], gpus=job.gpus, nodes=job.nodes[:256],
+            start_time=_aware(job.start_time), end_time=_aware(job.end_time),
+            time_limit=job.time_limit, name=job.name[:256], comment=job.comment[:256],
+        )
+        for job in queue
+    )
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    """Slurm prints the cluster's local time without a zone."""
+    return None if value is None else timezone.make_aware(value)

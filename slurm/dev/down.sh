@@ -3,6 +3,7 @@
 # stays on disk so the next up.sh is fast. Safe to run when nothing runs.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=/dev/null # one file per service, see services/
 for f in "$DEV_DIR"/services/*.sh; do source "$f"; done
 
 require_root

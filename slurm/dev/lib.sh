@@ -1,4 +1,6 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2016
+# (SC2034: the variables are used by the scripts that source this file;
+#  SC2016: TEMPLATE_VARS is meant literally, for envsubst.)
 # Shared settings and helpers for the dev test bed (up.sh, down.sh, slurmctld.sh).
 # Sourced, never executed.
 

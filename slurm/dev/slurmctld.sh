@@ -6,6 +6,7 @@
 #   slurmctld.sh status    exit 0 when running, 1 when not
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=/dev/null # one file per service, see services/
 for f in "$DEV_DIR"/services/*.sh; do source "$f"; done
 
 case ${1:-} in

@@ -8,10 +8,12 @@
 # waits until everything answers. A second run while up takes a second or two.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=/dev/null # one file per service, see services/
 for f in "$DEV_DIR"/services/*.sh; do source "$f"; done
 
 require_root
 check_state_path
+slurm_check_no_other_bed
 start=$SECONDS
 
 packages_ensure

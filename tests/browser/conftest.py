@@ -1,5 +1,11 @@
+import os
+
 import pytest
 from playwright.sync_api import sync_playwright
+
+# Playwright's sync API runs an event loop in this thread; the database calls the tests make
+# around it are still synchronous (as pytest-playwright documents).
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",

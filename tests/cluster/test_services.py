@@ -1,3 +1,4 @@
+import itertools
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,8 +17,11 @@ def _node(partition, *, default=False, state="mixed", used=1, gpus=4):
     )
 
 
+_job_ids = itertools.count(1)
+
+
 def _job(partition, state):
-    return QueuedJob(job_id="1", partition=partition, state=state, user="alice", reason="",
+    return QueuedJob(job_id=str(next(_job_ids)), partition=partition, state=state, user="alice", reason="",
                      node_count=1, cpus=8, tres_per_node="gres/gpu:1", nodes="", start_time=None,
                      end_time=None, time_limit=None, comment="", name="x")
 
@@ -72,3 +76,12 @@ def test_unreachable_slurm_keeps_the_last_snapshot():
     assert status.error == "Unable to contact slurm controller"
     assert status.refreshed_at == first.refreshed_at
     assert Partition.objects.filter(name="gpu").exists()
+
+
+@pytest.mark.django_db
+def test_poll_stores_the_queue_for_other_apps():
+    from portal.cluster.models import SlurmJob
+
+    slurm_poll(slurm=FakeSlurm(nodes_result=[_node("gpu")], queue_result=[_job("gpu", "PENDING")]))
+    (job,) = SlurmJob.objects.all()
+    assert (job.state, job.user, job.gpus) == ("PENDING", "alice", 1)

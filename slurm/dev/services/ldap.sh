@@ -14,7 +14,7 @@ ldap_admin() { "$@" -x -H "$LDAP_URI" -D "$LDAP_ROOTDN" -w "$LDAP_ROOTPW"; }
 ldap_ping() { ldapsearch -x -H "$LDAP_URI" -b '' -s base namingContexts >/dev/null; }
 
 ldap_seed_ldif() {
-  local line uid num given sn pw groups g members
+  local line uid num given sn pw groups g
   printf 'dn: %s\nobjectClass: dcObject\nobjectClass: organization\ndc: gpuportal\no: gpuportal\n\n' "$LDAP_SUFFIX"
   printf 'dn: ou=people,%s\nobjectClass: organizationalUnit\nou: people\n\n' "$LDAP_SUFFIX"
   printf 'dn: ou=groups,%s\nobjectClass: organizationalUnit\nou: groups\n\n' "$LDAP_SUFFIX"

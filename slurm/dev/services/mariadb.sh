@@ -5,6 +5,7 @@ MARIADB_DIR=$STATE/mariadb
 MARIADB_CNF=$MARIADB_DIR/my.cnf
 MARIADB_PIDFILE=$MARIADB_DIR/mariadbd.pid
 
+# shellcheck disable=SC2120 # arguments are optional (SQL may come on stdin)
 mariadb_sql() { mariadb --defaults-file="$MARIADB_CNF" -u root "$@"; }
 
 mariadb_up() {

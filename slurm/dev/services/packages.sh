@@ -13,10 +13,11 @@ PACKAGES=(
 )
 
 packages_missing() {
-  local p
-  for p in "${PACKAGES[@]}"; do
-    [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] || echo "$p"
-  done
+  # One dpkg-query for all (it exits 1 when some package is unknown: fine).
+  local installed
+  installed=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null |
+    awk '$2 == "installed" { print $1 }' || true)
+  printf '%s\n' "${PACKAGES[@]}" | grep -vxF -f <(echo "$installed") || true
 }
 
 packages_ensure() {

@@ -9,6 +9,7 @@ PG_SOCK=$PG_DIR/run
 
 pg_running() { running "$PG_DATA/postmaster.pid" postgres; }
 # Admin connection: as the postgres OS user over our unix socket (peer auth).
+# shellcheck disable=SC2120 # arguments are optional (SQL may come on stdin)
 pg_admin() { runuser -u postgres -- "$PG_BIN/psql" -h "$PG_SOCK" -p "$PG_PORT" -U postgres -d postgres -XtAq -v ON_ERROR_STOP=1 "$@"; }
 
 postgres_up() {

@@ -26,12 +26,19 @@ fake_gpus() {
   done
 }
 
-slurm_configure() {
+# /etc/slurm and the loopback ports are global: one bed per machine. Refuse to
+# start a second one next to a running bed that uses another state directory.
+slurm_check_no_other_bed() {
   local recorded
   recorded=$(recorded_state)
-  if [[ -n $recorded && $recorded != "$STATE" ]] && slurm_any_running; then
-    die "a bed with state $recorded is running (/etc/slurm is global): run GPUPORTAL_STATE=$recorded $DEV_DIR/down.sh first"
+  [[ -n $recorded && $recorded != "$STATE" ]] || return 0
+  # The pid files of the other bed live in its own state directory.
+  if running "$recorded/run/slurmctld.pid" slurmctld || running "$recorded/run/slurmdbd.pid" slurmdbd; then
+    die "a bed with state $recorded is running: run GPUPORTAL_STATE=$recorded $DEV_DIR/down.sh first"
   fi
+}
+
+slurm_configure() {
   mkdir -p /etc/slurm "$STATE/slurm/ctld" "$STATE/slurm/d"
   fake_gpus
   RENDER_CHANGED=0
@@ -50,10 +57,15 @@ slurmdbd_start() {
     log "slurm: starting slurmdbd"
     slurmdbd </dev/null >>"$LOG/slurmdbd.log" 2>&1
   fi
-  wait_for "slurmdbd (sacctmgr -n list cluster)" 60 sacctmgr -n list cluster
+  # Each sacctmgr call costs ~0.2 s: a warm up.sh makes only one here.
+  local clusters
+  if ! clusters=$(sacctmgr -n -P list cluster format=cluster 2>/dev/null); then
+    wait_for "slurmdbd (sacctmgr -n list cluster)" 60 sacctmgr -n list cluster
+    clusters=$(sacctmgr -n -P list cluster format=cluster)
+  fi
   # Register the cluster ourselves rather than waiting for slurmctld to do it,
   # so accounts and associations can be added deterministically below.
-  if ! sacctmgr -n -P list cluster format=cluster | grep -qx gpuportal; then
+  if ! grep -qx gpuportal <<<"$clusters"; then
     sacctmgr -i add cluster gpuportal >/dev/null
   fi
 }
@@ -100,12 +112,15 @@ slurmd_start() {
 
 slurm_accounts() {
   local u have
-  if ! sacctmgr -n -P list account "$SLURM_ACCOUNT" format=account | grep -qx "$SLURM_ACCOUNT"; then
-    sacctmgr -i add account "$SLURM_ACCOUNT" Description="gpuportal users" Organization=gpuportal >/dev/null
+  # One query answers both "does the account exist" (a row with an empty user)
+  # and "which users are in it" (sacctmgr calls cost ~0.2 s each).
+  have=$(sacctmgr -n -P list assoc cluster=gpuportal account="$SLURM_ACCOUNT" format=account,user)
+  if [[ -z $have ]]; then
+    sacctmgr -i add account "$SLURM_ACCOUNT" cluster=gpuportal \
+      Description="gpuportal users" Organization=gpuportal >/dev/null
   fi
-  have=$(sacctmgr -n -P list assoc account="$SLURM_ACCOUNT" format=user)
   for u in $(demo_uids); do
-    grep -qx "$u" <<<"$have" || sacctmgr -i add user "$u" account="$SLURM_ACCOUNT" >/dev/null
+    grep -qx "$SLURM_ACCOUNT|$u" <<<"$have" || sacctmgr -i add user "$u" account="$SLURM_ACCOUNT" cluster=gpuportal >/dev/null
   done
 }
 
@@ -117,8 +132,26 @@ slurm_up() {
   slurm_accounts
 }
 
-# Job steps survive slurmd (by design); kill them and everything they started,
-# or the next up.sh finds orphaned job processes.
+# Jobs still running at down.sh. Killing slurmstepd alone would leave them
+# RUNNING in slurmctld's saved state after the next up (slurmd re-registers
+# within slurmctld's startup grace, so it never notices them missing), holding
+# their GPUs for good. So first kill the job processes while slurmd and
+# slurmctld still run: each slurmstepd then reports its job ended (FAILED,
+# signal 9) and exits. Whatever is left after that is killed outright.
+end_running_jobs() {
+  local stepds=() pids=() p deadline
+  mapfile -t stepds < <(pids_named slurmstepd)
+  ((${#stepds[@]})) || return 0
+  for p in "${stepds[@]}"; do mapfile -t -O "${#pids[@]}" pids < <(descendants "$p"); done
+  if ((${#pids[@]})); then
+    log "ending running jobs: killing ${#pids[@]} job processes"
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+  fi
+  deadline=$((SECONDS + 10))
+  while [[ -n $(pids_named slurmstepd) ]] && ((SECONDS < deadline)); do sleep 0.2; done
+}
+
+# Job steps survive slurmd by design; nothing of them may outlive down.sh.
 kill_stepds() {
   local pids=() p
   for p in $(pids_named slurmstepd); do
@@ -134,6 +167,7 @@ kill_stepds() {
 }
 
 slurm_down() {
+  end_running_jobs
   stop_pidfile slurmd "$SLURMD_PIDFILE" slurmd
   kill_stepds
   slurmctld_stop

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016 # $CUDA_VISIBLE_DEVICES is for the job to expand
+# Smoke test of a running test bed (after up.sh): prints what each check sees
+# and exits non-zero at the first failure. Takes ~25 s (jobs sleep 5 s; the
+# slurmctld stop/start cycle is part of it). Leaves no jobs or files behind.
+#   slurm/dev/smoke.sh
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "SMOKE FAIL: $*" >&2; exit 1; }
+as_alice() { runuser -u alice -- "$@"; }
+job_state() { squeue -h -j "$1" -o %T 2>/dev/null || true; }
+
+step sinfo
+out=$(sinfo) && echo "$out"
+grep -q '^gpu\* .* idle ' <<<"$out" || fail "partition gpu* not idle"
+sinfo -h -o '%P %G' | grep -qx 'debug gpu:a100:4' || fail "debug partition / gres gpu:a100:4 missing"
+
+step "two gpu:2 jobs get disjoint GPUs, a third gpu:1 pends on Resources"
+cd /home/alice # the job's working directory must be accessible to alice
+wrap='echo $CUDA_VISIBLE_DEVICES; sleep 5'
+j1=$(as_alice sbatch --parsable --gres=gpu:2 -o smoke-%j.out --wrap "$wrap")
+j2=$(as_alice sbatch --parsable --gres=gpu:2 -o smoke-%j.out --wrap "$wrap")
+trap 'scancel $j1 $j2 ${j3:-} 2>/dev/null || true; rm -f /home/alice/smoke-*.out' EXIT
+wait_for "jobs $j1 $j2 running" 20 bash -c "[[ \$(squeue -h -j $j1,$j2 -t R -o %i | wc -l) == 2 ]]"
+j3=$(as_alice sbatch --parsable --gres=gpu:1 -o smoke-%j.out --wrap 'echo $CUDA_VISIBLE_DEVICES')
+sleep 1
+squeue -h -a -o '%i|%P|%T|%u|%r|%b|%j|%k'
+[[ $(squeue -h -j "$j3" -o %T:%r) == PENDING:Resources ]] || fail "job $j3 is not PENDING:Resources"
+wait_for "jobs to finish" 30 bash -c "[[ -z \$(squeue -h -j $j1,$j2,$j3 -o %i) ]]"
+gpus=$(cat "smoke-$j1.out" "smoke-$j2.out" | sort | xargs)
+echo "CUDA_VISIBLE_DEVICES of $j1/$j2: $gpus; of $j3: $(cat "smoke-$j3.out")"
+[[ $gpus == "0,1 2,3" ]] || fail "expected 0,1 and 2,3"
+
+step sacct
+# A finished job's Partition can stay empty for a few seconds: poll.
+sacct_rows() { sacct -a -X -n -P -j "$j1,$j2,$j3" -o JobID,JobName,Partition,User,State,ExitCode,Start,End,Elapsed,NodeList,AllocTRES,Comment; }
+wait_for "sacct rows complete" 20 bash -c "$(declare -f sacct_rows); j1=$j1 j2=$j2 j3=$j3; [[ \$(sacct_rows | grep -c '|gpu|alice|COMPLETED|') == 3 ]]"
+sacct_rows
+[[ $(sacct_rows | grep -c 'gres/gpu=2') == 2 ]] || fail "AllocTRES lacks gres/gpu=2"
+
+step "too long for partition debug: rejected at submit"
+if as_alice sbatch --parsable --time=2:00:00 -p debug --wrap true; then fail "not rejected"; fi
+
+step ldap
+ldapwhoami -x -H "ldap://127.0.0.1:$LDAP_PORT" -D "uid=alice,ou=people,$LDAP_SUFFIX" -w alice-pw
+out=$(ldapsearch -x -LLL -H "ldap://127.0.0.1:$LDAP_PORT" -b "ou=people,$LDAP_SUFFIX" '(uid=alice)' memberOf) && echo "$out"
+grep -q "memberOf: cn=portal-users,ou=groups,$LDAP_SUFFIX" <<<"$out" || fail "alice lacks memberOf"
+
+step "redis, postgres"
+redis-cli -p "$REDIS_PORT" ping
+psql "postgres://gpuportal:gpuportal@127.0.0.1:$PG_PORT/gpuportal" -Atc 'select 1'
+
+step "slurmctld down and back"
+"$DEV_DIR/slurmctld.sh" stop
+t0=$EPOCHREALTIME
+if squeue; then fail "squeue worked with slurmctld stopped"; fi
+echo "squeue failed after $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }") s (expected)"
+"$DEV_DIR/slurmctld.sh" start
+squeue || fail "squeue after restart"
+
+printf '\nSMOKE OK\n'
