@@ -31,6 +31,8 @@ extras=""; ((dev)) && extras="[dev]"
 stamp="$VENV/.installed-$( (cat "$ROOT/pyproject.toml"; echo "$ROOT") | sha1sum | cut -c1-12)${extras}"
 if [[ ! -e "$stamp" ]]; then
   say "pip: installing gpuportal$extras"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT$extras"
+  # Quiet unless it fails: setuptools' build chatter is no news.
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT$extras" >"$VENV/pip.log" 2>&1 \
+    || { cat "$VENV/pip.log" >&2; exit 1; }
   touch "$stamp"
 fi

@@ -12,7 +12,7 @@ cd "$ROOT"
 python manage.py migrate --noinput >/dev/null
 python manage.py collectstatic --noinput >/dev/null
 # Fill the cluster snapshot now so the first page view has data.
-python manage.py shell -c "from portal.cluster.services import slurm_poll; slurm_poll()"
+python manage.py slurm_poll
 
 running() { [[ -f "$RUN/$1.pid" ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 

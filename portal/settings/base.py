@@ -95,6 +95,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "portal.accounts.lockout.locked_out"
+AXES_VERBOSE = False
 
 # --- Slurm (slurm.client) ---
 SLURM_BIN_DIR = env("SLURM_BIN_DIR", default="/usr/bin")
