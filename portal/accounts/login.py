@@ -19,7 +19,8 @@ class LoginRefused(Exception):
 def login_check(*, request: HttpRequest, username: str, password: str) -> User:
     """Authenticate against the directory (with lockout), or raise LoginRefused saying why."""
     try:
-        user = authenticate(request, username=username.strip(), password=password)
+        # Unix account names are lower case; people type "Alice" too.
+        user = authenticate(request, username=username.strip().lower(), password=password)
     except DirectoryUnavailable as error:
         raise LoginRefused(
             "The user directory is unavailable right now, so nobody can log in. "

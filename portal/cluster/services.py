@@ -45,20 +45,22 @@ def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJo
         by_partition[row.partition].append(row)
         by_node[row.node].append(row)
 
-    Partition.objects.all().delete()
+    # Partitions are updated in place (their ids stay stable for whoever refers to them);
+    # GPU rows, nodes and the queue are small and simply replaced.
+    Partition.objects.exclude(name__in=by_partition).delete()
+    PartitionGpu.objects.all().delete()
     Node.objects.all().delete()
     gpu_rows = []
     for name, rows in by_partition.items():
-        partition = Partition.objects.create(
-            name=name,
-            is_default=rows[0].is_default_partition,
-            max_time=rows[0].partition_max_time,
-            node_count=len(rows),
-            cpus_total=sum(row.cpus_total for row in rows),
-            cpus_allocated=sum(row.cpus_allocated for row in rows),
-            running_jobs=jobs[name, "RUNNING"],
-            pending_jobs=jobs[name, "PENDING"],
-        )
+        partition, _ = Partition.objects.update_or_create(name=name, defaults={
+            "is_default": rows[0].is_default_partition,
+            "max_time": rows[0].partition_max_time,
+            "node_count": len(rows),
+            "cpus_total": sum(row.cpus_total for row in rows),
+            "cpus_allocated": sum(row.cpus_allocated for row in rows),
+            "running_jobs": jobs[name, "RUNNING"],
+            "pending_jobs": jobs[name, "PENDING"],
+        })
         totals: dict[str, PartitionGpu] = {}
         for row in rows:
             for gpu_type, count in row.gpus.items():

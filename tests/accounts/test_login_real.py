@@ -76,6 +76,11 @@ def test_logout_ends_the_session(client):
     assert client.get(reverse("cluster:status")).status_code == 302
 
 
+def test_username_case_and_spaces_are_forgiven(client):
+    assert _login(client, " Alice ", "alice-pw").status_code == 302
+    assert User.objects.filter(username="alice").exists()
+
+
 def test_open_redirect_is_ignored(client):
     response = client.post(reverse("accounts:login"),
                            {"username": "alice", "password": "alice-pw",

@@ -85,3 +85,12 @@ def test_poll_stores_the_queue_for_other_apps():
     slurm_poll(slurm=FakeSlurm(nodes_result=[_node("gpu")], queue_result=[_job("gpu", "PENDING")]))
     (job,) = SlurmJob.objects.all()
     assert (job.state, job.user, job.gpus) == ("PENDING", "alice", 1)
+
+
+@pytest.mark.django_db
+def test_partitions_keep_their_ids_across_polls():
+    slurm_poll(slurm=FakeSlurm(nodes_result=[_node("gpu", default=True), _node("debug")]))
+    first = Partition.objects.get(name="gpu").pk
+    slurm_poll(slurm=FakeSlurm(nodes_result=[_node("gpu", default=True, used=3)]))
+    assert Partition.objects.get(name="gpu").pk == first
+    assert not Partition.objects.filter(name="debug").exists()
