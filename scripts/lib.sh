@@ -10,6 +10,8 @@ RUN="$GPUPORTAL_STATE/run"
 LOG="$GPUPORTAL_STATE/log"
 PORTAL_HOST="${PORTAL_HOST:-127.0.0.1}"
 PORTAL_PORT="${PORTAL_PORT:-8000}"
+# Shared, read-only data every notebook server shows next to the templates.
+DATA_DIR="${GPUPORTAL_DATA_DIR:-/data}"
 export PATH="$VENV/bin:$PATH"
 export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-portal.settings.base}"
 

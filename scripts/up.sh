@@ -9,7 +9,11 @@ source "$(dirname "$0")/lib.sh"
 mkdir -p "$RUN" "$LOG"
 
 cd "$ROOT"
+# The hub's secrets (service token, OAuth client secret...), generated once; the portal needs them too.
+"$ROOT/spawners/hub.sh" secrets
+set -a; source "$GPUPORTAL_STATE/hub/secrets.env"; set +a
 python manage.py migrate --noinput >/dev/null
+python manage.py hub_oauth_app >/dev/null
 python manage.py collectstatic --noinput >/dev/null
 # Fill the cluster snapshot now so the first page view has data.
 python manage.py slurm_poll
@@ -27,6 +31,8 @@ start() {  # name, command...
 start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers 2 --timeout 60
 start celery-worker celery -A portal worker --loglevel INFO --concurrency 2 --hostname "worker@%h"
 start celery-beat celery -A portal beat --loglevel INFO --schedule "$RUN/celerybeat-schedule"
+say "starting JupyterHub and its proxy"
+"$ROOT/spawners/hub.sh" start
 
 for _ in $(seq 50); do
   curl -fs -o /dev/null "http://$PORTAL_HOST:$PORTAL_PORT/accounts/login/" && break
@@ -39,6 +45,7 @@ cat <<MSG
 
 gpuportal is up:  http://$PORTAL_HOST:$PORTAL_PORT/
   API docs:       http://$PORTAL_HOST:$PORTAL_PORT/api/docs/
+  Notebooks:      http://$PORTAL_HOST:$PORTAL_PORT/servers/  (JupyterHub at http://127.0.0.1:8001/)
 
 Demo logins (LDAP):
   alice / alice-pw   portal user

@@ -1,6 +1,8 @@
 """What the portal asks of Slurm. Each method is one command for the whole cluster."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -30,3 +32,35 @@ class Slurm:
         """Every job Slurm still tracks, all users and partitions (one `squeue`)."""
         output = self.runner.run("squeue", ["--noheader", "--all", "-o", parsing.SQUEUE_FORMAT])
         return parsing.parse_squeue(output)
+
+    def submit(self, *, script: str, user: str, comment: str) -> str:
+        """`sbatch --parsable` as `user`, the script on stdin (its #SBATCH lines say the rest).
+
+        The comment is repeated on the command line so that sacct's SubmitLine holds it even where
+        accounting does not store comments (AccountingStoreFlags without job_comment)."""
+        output = self.runner.run("sbatch", ["--parsable", f"--comment={comment}"], as_user=user,
+                                 stdin=script)
+        return output.strip().split(";", 1)[0]
+
+    def cancel(self, *, job_id: str, user: str) -> None:
+        self.runner.run("scancel", [job_id], as_user=user)
+
+    def accounting(self, *, job_ids: Sequence[str] = (), since: datetime | None = None,
+                   users: Sequence[str] = ()) -> list[parsing.AccountedJob]:
+        """Allocation rows from the accounting database (one `sacct`): the given jobs, or all
+        jobs of `users` (every user if none) submitted since `since`."""
+        args = ["--noheader", "--parsable2", f"--delimiter={parsing.DELIMITER}", "--allocations",
+                "--format", ",".join(parsing.SACCT_FIELDS)]
+        if since is not None:
+            args += ["--starttime", since.strftime("%Y-%m-%dT%H:%M:%S"), "--endtime", "now"]
+            args += ["--user", ",".join(users)] if users else ["--allusers"]
+        else:
+            args += ["--jobs", ",".join(job_ids)]
+        return parsing.parse_sacct(self.runner.run("sacct", args))
+
+    def user_directory_create(self, *, path: str, user: str) -> None:
+        """mkdir -p as `user`: sbatch needs the output directory to exist, and creating it as the
+        user means the portal never writes into a home directory with its own rights."""
+        files = SlurmRunner(bin_dir=Path("/usr/bin"), exec_prefix=self.runner.exec_prefix,
+                            timeout=self.runner.timeout)
+        files.run("mkdir", ["-p", "--", path], as_user=user)

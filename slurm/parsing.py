@@ -174,3 +174,78 @@ def parse_squeue(output: str) -> list[QueuedJob]:
             comment="" if comment == "(null)" else comment, name=name,
         ))
     return jobs
+
+
+_TRES_GPU = re.compile(r"(?:^|,)gres/gpu(?::(?P<type>[^=,]+))?=(?P<count>\d+)")
+
+
+def parse_tres_gpus(text: str) -> int:
+    """GPUs in a TRES string ('cpu=8,gres/gpu=2,gres/gpu:a100=2,mem=96G' -> 2)."""
+    untyped = typed = 0
+    for match in _TRES_GPU.finditer(text):
+        if match["type"]:
+            typed += int(match["count"])
+        else:
+            untyped += int(match["count"])
+    # Slurm lists the total untyped and again per type; the untyped total wins when present.
+    return untyped or typed
+
+
+def parse_exit_code(text: str) -> tuple[int | None, int | None]:
+    """sacct's 'code:signal' ('3:0', '0:9') -> (3, 0); empty -> (None, None)."""
+    code, _, signal = text.partition(":")
+    if not code.strip().isdigit():
+        return None, None
+    return int(code), int(signal) if signal.strip().isdigit() else 0
+
+
+@dataclass(frozen=True)
+class AccountedJob:
+    """One `sacct -X` row: a job's allocation as the accounting database recorded it."""
+
+    job_id: str
+    state: str
+    exit_code: int | None
+    exit_signal: int | None
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    elapsed_seconds: int
+    nodes: str
+    gpus: int
+    reason: str
+    comment: str
+    submit_line: str
+    partition: str
+
+    @property
+    def base_state(self) -> str:
+        """'CANCELLED by 10001' -> 'CANCELLED'."""
+        return self.state.split(" ", 1)[0].rstrip("+")
+
+
+SACCT_FIELDS = ["JobID", "State", "ExitCode", "Submit", "Start", "End", "ElapsedRaw", "NodeList",
+                "AllocTRES", "Reason", "Comment", "SubmitLine", "Partition"]
+
+
+def parse_sacct(output: str) -> list[AccountedJob]:
+    """Rows of `sacct -X --parsable2 --delimiter=DELIMITER`; a malformed row is skipped.
+
+    Other users' jobs can carry newlines in their submit line; one odd row must not hide the rest.
+    """
+    jobs = []
+    for line in output.splitlines():
+        values = line.split(DELIMITER)
+        if len(values) != len(SACCT_FIELDS):
+            continue
+        (job_id, state, exit_code, submit, start, end, elapsed, nodes, tres, reason, comment,
+         submit_line, partition) = (value.strip() for value in values)
+        code, signal = parse_exit_code(exit_code)
+        jobs.append(AccountedJob(
+            job_id=job_id, state=state, exit_code=code, exit_signal=signal,
+            submit_time=parse_time(submit), start_time=parse_time(start), end_time=parse_time(end),
+            elapsed_seconds=_int(elapsed), nodes="" if nodes in ("None assigned", "(null)") else nodes,
+            gpus=parse_tres_gpus(tres), reason="" if reason == "None" else reason,
+            comment=comment, submit_line=submit_line, partition=partition,
+        ))
+    return jobs

@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 import factory
 
 from portal.accounts.models import User
@@ -16,3 +18,24 @@ class UserFactory(factory.django.DjangoModelFactory):
     gid_number = 10000
     home_directory = factory.LazyAttribute(lambda user: f"/home/{user.username}")
     ldap_groups = ["portal-users"]
+
+
+class JobFactory(factory.django.DjangoModelFactory):
+    """A portal job row as the sync left it; no Slurm job behind it."""
+
+    class Meta:
+        model = "jobs.Job"
+
+    user = factory.SubFactory(UserFactory, username="alice")
+    name = factory.Sequence(lambda n: f"job-{n}")
+    template = "custom"
+    parameters = factory.LazyFunction(lambda: {"commands": "echo hi", "gpus": 1, "nodes": 1})
+    script = "#!/bin/bash\nset -euo pipefail\necho hi\n"
+    partition = "gpu"
+    gpus_per_node = 1
+    cpus_per_node = 8
+    mem_mb_per_node = 48 * 1024
+    time_limit = timedelta(hours=8)
+    output_dir = factory.LazyAttribute(lambda job: f"/home/{job.user.username}/gpuportal/jobs")
+    state = "COMPLETED"
+    slurm_job_id = factory.Sequence(lambda n: str(900000 + n))

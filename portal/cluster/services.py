@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus, SlurmJob
+from portal.jobs.services import jobs_sync
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import NodeInPartition, QueuedJob
@@ -32,6 +33,8 @@ def slurm_poll(*, slurm: Slurm | None = None) -> PollStatus:
     status.refreshed_at = status.checked_at
     status.error = ""
     status.save()
+    # Batch jobs follow this cycle's queue (no second squeue) plus at most one sacct.
+    jobs_sync(queue=queue, slurm=slurm, queried_at=status.checked_at)
     return status
 
 

@@ -30,6 +30,9 @@ INSTALLED_APPS = [
     "portal.core",
     "portal.accounts",
     "portal.cluster",
+    "oauth2_provider",
+    "portal.servers",
+    "portal.jobs",
 ]
 
 MIDDLEWARE = [
@@ -165,3 +168,40 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
+
+# --- Batch jobs (portal.jobs) ---
+# One folder per template (template.toml + script.sh.j2); checked at startup.
+JOBS_TEMPLATES_DIR = env("JOBS_TEMPLATES_DIR", default=str(BASE_DIR / "templates" / "jobs"))
+# Where a user's job output goes on the cluster; {home} is the user's home directory.
+JOBS_OUTPUT_DIR = env("JOBS_OUTPUT_DIR", default="{home}/gpuportal/jobs")
+JOBS_DEFAULT_TIME_MINUTES = env.int("JOBS_DEFAULT_TIME_MINUTES", default=8 * 60)
+# CPUs and memory that come with each GPU (and what a job without GPUs gets), per partition;
+# "*" applies to partitions not named.
+JOBS_PARTITION_RESOURCES = {
+    "*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48, "cpus_without_gpu": 2, "mem_gb_without_gpu": 8},
+}
+# A submission that found Slurm unreachable is retried by the poll cycle after this long.
+JOBS_RETRY_SECONDS = env.float("JOBS_RETRY_SECONDS", default=SLURM_TIMEOUT_SECONDS + 10)
+JOBS_LOG_CHUNK_BYTES = 64 * 1024
+
+# --- Notebook servers (portal.servers) through JupyterHub (spawners/), which logs in via OAuth2 ---
+# The hub's public address (its proxy) and REST API; the token is the hub's "portal" service token.
+JUPYTERHUB_URL = env("JUPYTERHUB_URL", default="http://127.0.0.1:8001")
+JUPYTERHUB_API_URL = env("JUPYTERHUB_API_URL", default="http://127.0.0.1:8081/hub/api")
+JUPYTERHUB_API_TOKEN = env("JUPYTERHUB_API_TOKEN", default="dev-only-hub-api-token")
+JUPYTERHUB_TIMEOUT_SECONDS = env.float("JUPYTERHUB_TIMEOUT_SECONDS", default=15.0)
+JUPYTERHUB_OAUTH_CLIENT_ID = env("JUPYTERHUB_OAUTH_CLIENT_ID", default="jupyterhub")
+JUPYTERHUB_OAUTH_CLIENT_SECRET = env("JUPYTERHUB_OAUTH_CLIENT_SECRET", default="dev-only-hub-oauth-secret")
+OAUTH2_PROVIDER = {
+    "SCOPES": {"profile": "Your user name, e-mail address and groups"},
+    "DEFAULT_SCOPES": ["profile"],
+    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    "PKCE_REQUIRED": True,
+}
+SERVERS_DEFAULT_HOURS = env.float("SERVERS_DEFAULT_HOURS", default=8.0)
+SERVERS_MAX_PER_USER = env.int("HUB_SERVERS_PER_USER", default=3)
+SERVERS_MAX_GPUS_PER_USER = env.int("HUB_MAX_GPUS_PER_USER", default=4)
+# The hub's idle culler stops a server after this long without activity (spawners/hub.sh).
+SERVERS_IDLE_TIMEOUT_SECONDS = env.int("HUB_CULL_TIMEOUT", default=3600)
+# Job states share the field name `state` with other apps' enums: name them in the schema.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["JobStateEnum"] = "portal.jobs.models.JobState"

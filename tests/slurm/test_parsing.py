@@ -91,3 +91,45 @@ def test_parse_squeue_running_job():
 def test_records_refuse_a_short_line():
     with pytest.raises(ValueError, match="expected 14 fields"):
         parse_squeue("1|2|3")
+
+
+def test_parse_sacct_rows():
+    from slurm.parsing import SACCT_FIELDS, parse_sacct
+
+    output = "\n".join([
+        _line("41", "FAILED", "3:0", "2026-11-23T09:00:00", "2026-11-23T09:00:01", "2026-11-23T09:30:01",
+              "1800", "vm", "billing=8,cpu=8,gres/gpu=2,mem=96G,node=1", "None", "gpuportal:abc",
+              "sbatch --parsable", "gpu"),
+        _line("42", "CANCELLED by 10001", "0:15", "2026-11-23T09:00:00", "Unknown", "Unknown", "0",
+              "None assigned", "", "None", "", "sbatch | with pipes", ""),
+        "a broken row from someone's multi-line submit line",
+    ])
+    failed, cancelled = parse_sacct(output)
+    assert len(SACCT_FIELDS) == 13
+    assert (failed.base_state, failed.exit_code, failed.exit_signal, failed.gpus) == ("FAILED", 3, 0, 2)
+    assert failed.elapsed_seconds == 1800 and failed.comment == "gpuportal:abc" and failed.partition == "gpu"
+    assert failed.end_time == datetime(2026, 11, 23, 9, 30, 1) and failed.reason == ""
+    assert cancelled.base_state == "CANCELLED" and cancelled.exit_signal == 15
+    assert cancelled.start_time is None and cancelled.nodes == "" and cancelled.gpus == 0
+    assert cancelled.submit_line == "sbatch | with pipes"
+
+
+@pytest.mark.parametrize(("text", "gpus"), [
+    ("billing=8,cpu=8,gres/gpu=2,mem=96G,node=1", 2),
+    ("cpu=16,gres/gpu:a100=2,gres/gpu=2,node=1", 2),
+    ("cpu=16,gres/gpu:a100=3,node=1", 3),
+    ("cpu=1,mem=1G,node=1", 0),
+    ("", 0),
+])
+def test_parse_tres_gpus(text, gpus):
+    from slurm.parsing import parse_tres_gpus
+
+    assert parse_tres_gpus(text) == gpus
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0:0", (0, 0)), ("3:0", (3, 0)), ("0:9", (0, 9)),
+                                                ("", (None, None))])
+def test_parse_exit_code(text, expected):
+    from slurm.parsing import parse_exit_code
+
+    assert parse_exit_code(text) == expected

@@ -1,0 +1,126 @@
+from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.generics import ListAPIView
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.jobs.job_templates import catalog
+from portal.jobs.models import Job
+from portal.jobs.selectors import JobFilters, job_get, job_list, partition_limits_list
+from portal.jobs.serializers import (
+    JobDetailSerializer,
+    JobFilterSerializer,
+    JobLogInputSerializer,
+    JobLogSerializer,
+    JobSerializer,
+    JobSubmitInputSerializer,
+    TemplateCatalogSerializer,
+)
+from portal.jobs.services import (
+    JobInvalid,
+    JobNotCancellable,
+    LogUnavailable,
+    job_cancel,
+    job_log_read,
+    job_submit,
+)
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def _job_or_404(request: Request, job_id: int) -> Job:
+    job = job_get(user=request.user, job_id=job_id)
+    if job is None:
+        raise Http404
+    return job
+
+
+class TemplateListApi(APIView):
+    @extend_schema(responses=TemplateCatalogSerializer,
+                   summary="Job templates, with a JSON Schema of each one's parameters")
+    def get(self, request: Request) -> Response:
+        found = catalog()
+        body = {"templates": list(found.templates.values()), "partitions": partition_limits_list(),
+                "broken": found.errors if request.user.is_staff else {}}
+        return Response(TemplateCatalogSerializer(body).data)
+
+
+class JobPagination(CursorPagination):
+    """Newest first: a cursor, so a page costs the same at 10^6 rows (no COUNT(*))."""
+
+    ordering = ("-submitted_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class JobListCreateApi(ListAPIView):
+    serializer_class = JobSerializer
+    pagination_class = JobPagination
+
+    def get_queryset(self):  # noqa: ANN201 - DRF hook
+        filters = JobFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        data = filters.validated_data
+        return job_list(user=self.request.user, filters=JobFilters(
+            state=data.get("state"), template=data.get("template"), username=data.get("user"),
+            submitted_after=data.get("submitted_after"), submitted_before=data.get("submitted_before"),
+        ))
+
+    @extend_schema(parameters=[JobFilterSerializer],
+                   summary="Your jobs (admins: everybody's), newest first; cursor pagination")
+    def get(self, request: Request, *args: object, **kwargs: object) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(request=JobSubmitInputSerializer,
+                   responses={201: JobDetailSerializer, 400: OpenApiResponse(description="Invalid input: "
+                              "nothing was submitted")},
+                   summary="Submit a job from a template (sbatch as you)")
+    def post(self, request: Request) -> Response:
+        data = JobSubmitInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            job = job_submit(user=request.user, template=data.validated_data["template"],
+                             parameters=data.validated_data["parameters"],
+                             name=data.validated_data.get("name") or None)
+        except JobInvalid as invalid:
+            raise exceptions.ValidationError(invalid.fields) from invalid
+        return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class JobDetailApi(APIView):
+    @extend_schema(responses=JobDetailSerializer, summary="One job, with its parameters and script")
+    def get(self, request: Request, job_id: int) -> Response:
+        return Response(JobDetailSerializer(_job_or_404(request, job_id)).data)
+
+
+class JobCancelApi(APIView):
+    @extend_schema(request=None, responses={202: JobDetailSerializer},
+                   summary="Cancel a job (scancel as its owner); the state follows at the next poll")
+    def post(self, request: Request, job_id: int) -> Response:
+        try:
+            job = job_cancel(job=_job_or_404(request, job_id))
+        except JobNotCancellable as error:
+            raise Conflict(str(error)) from error
+        return Response(JobDetailSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobLogApi(APIView):
+    @extend_schema(parameters=[JobLogInputSerializer], responses=JobLogSerializer,
+                   summary="A chunk of the job's stdout or stderr from `offset`")
+    def get(self, request: Request, job_id: int) -> Response:
+        job = _job_or_404(request, job_id)
+        data = JobLogInputSerializer(data=request.query_params)
+        data.is_valid(raise_exception=True)
+        try:
+            chunk = job_log_read(job=job, stream=data.validated_data["stream"],
+                                 offset=data.validated_data["offset"])
+        except LogUnavailable as error:
+            raise Conflict(str(error)) from error
+        return Response(JobLogSerializer(chunk).data)

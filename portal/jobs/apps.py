@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "portal.jobs"
+
+    def ready(self) -> None:
+        # Load the job templates at startup: broken ones are logged now (and `check` warns), not at
+        # the first submission.
+        from portal.jobs import checks  # noqa: F401 - registers the system check
+        from portal.jobs.job_templates import catalog
+
+        catalog()

@@ -1,0 +1,399 @@
+"""Declarative job templates: `templates/jobs/<slug>/template.toml` + `script.sh.j2`.
+
+Admins add a template by dropping a folder in. Parameters are validated (type, bounds, choices,
+pattern) before rendering, and the Jinja environment quotes every `{{ value }}` with
+`shlex.quote` (its `finalize` hook), so a template cannot print an unquoted user value even by
+mistake. The `#SBATCH` header is generated here, never by a template, so it always comes first and
+says exactly what the form allowed.
+"""
+
+import logging
+import re
+import shlex
+import tomllib
+import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+# Safe by default: a string parameter refuses shell metacharacters and newlines unless its
+# template gives a pattern of its own (values are quoted anyway; this is for clear 400s).
+DEFAULT_STRING_PATTERN = r"^[A-Za-z0-9._,:=+/@ -]*$"
+PATH_PATTERN = r"^(/[A-Za-z0-9._+@-]+)*/?$"
+_SBATCH_LINE = re.compile(r"^\s*#\s*SBATCH", re.IGNORECASE | re.MULTILINE)
+# Parameters every template gets; a template may not redefine them.
+BUILTIN_PARAMETERS = ("partition", "time_limit", "modules", "container")
+TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments")
+
+
+class TemplateError(Exception):
+    """A template folder is broken; the message says which file and what is wrong."""
+
+
+class ParameterInvalid(ValueError):
+    """A parameter value was refused; the message is fit to show a user."""
+
+
+class ShellWords(str):
+    """Text already quoted for the shell (made only by the `argv` filter here)."""
+
+    __slots__ = ()
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, ShellWords):
+        return value
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return shlex.quote(str(value))
+
+
+def _argv(values: Iterable[Any]) -> ShellWords:
+    """`{{ args|argv }}`: a list of words, each quoted on its own."""
+    return ShellWords(" ".join(shlex.quote(str(value)) for value in values))
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    label: str = ""
+    help: str = ""
+    default: Any = None
+    required: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    pattern: str | None = None
+    max_length: int = 200
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name.replace("_", " ").capitalize()
+
+    def clean(self, raw: Any) -> Any:
+        """The validated value of `raw` (None means "not given"), or ParameterInvalid."""
+        if raw is None or (raw == "" and self.type not in ("string", "text", "arguments")):
+            if self.required and self.default is None:
+                raise ParameterInvalid("This parameter is required.")
+            raw = self.default
+            if raw is None:
+                return None
+        return getattr(self, f"_clean_{self.type}")(raw)
+
+    def _bounds(self, value: float) -> None:
+        if self.minimum is not None and value < self.minimum:
+            raise ParameterInvalid(f"Must be at least {self.minimum:g}.")
+        if self.maximum is not None and value > self.maximum:
+            raise ParameterInvalid(f"Must be at most {self.maximum:g}.")
+
+    def _clean_integer(self, raw: Any) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int | str):
+            raise ParameterInvalid("Must be a whole number.")
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ParameterInvalid("Must be a whole number.") from None
+        self._bounds(value)
+        return value
+
+    def _clean_number(self, raw: Any) -> float:
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise ParameterInvalid("Must be a number.")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ParameterInvalid("Must be a number.") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ParameterInvalid("Must be a finite number.")
+        self._bounds(value)
+        return value
+
+    def _clean_boolean(self, raw: Any) -> bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in {"true", "on", "1", "yes", "false", "off", "0", "no"}:
+            return raw.lower() in {"true", "on", "1", "yes"}
+        raise ParameterInvalid("Must be true or false.")
+
+    def _text(self, raw: Any) -> str:
+        if not isinstance(raw, str):
+            raise ParameterInvalid("Must be text.")
+        if len(raw) > self.max_length:
+            raise ParameterInvalid(f"At most {self.max_length} characters.")
+        if "\x00" in raw:
+            raise ParameterInvalid("Must not contain NUL characters.")
+        return raw
+
+    def _clean_string(self, raw: Any) -> str:
+        value = self._text(raw)
+        if "\n" in value or "\r" in value:
+            raise ParameterInvalid("Must be a single line.")
+        if not re.fullmatch(self.pattern or DEFAULT_STRING_PATTERN, value):
+            raise ParameterInvalid("Contains characters that are not allowed here "
+                                   f"(allowed: {self.pattern or DEFAULT_STRING_PATTERN}).")
+        if self.required and not value:
+            raise ParameterInvalid("This parameter is required.")
+        return value
+
+    def _clean_choice(self, raw: Any) -> str:
+        if raw not in self.choices:
+            raise ParameterInvalid(f"Must be one of: {', '.join(self.choices)}.")
+        return raw
+
+    def _clean_text(self, raw: Any) -> str:
+        value = self._text(raw).replace("\r\n", "\n")
+        if _SBATCH_LINE.search(value):
+            raise ParameterInvalid("#SBATCH lines are not allowed: resources come from the form.")
+        if self.required and not value.strip():
+            raise ParameterInvalid("This parameter is required.")
+        return value
+
+    def _clean_arguments(self, raw: Any) -> list[str]:
+        if isinstance(raw, list):  # as stored and returned by the API: accept it back (clones)
+            raw = shlex.join(str(item) for item in raw)
+        value = self._clean_string(raw) if self.pattern else self._text(raw)
+        if "\n" in value or "\r" in value:
+            raise ParameterInvalid("Must be a single line.")
+        try:
+            return shlex.split(value)
+        except ValueError as error:
+            raise ParameterInvalid(f"Cannot split into arguments: {error}.") from None
+
+    def json_schema(self) -> dict[str, Any]:
+        schema: dict[str, Any] = {"title": self.title, "description": self.help}
+        if self.type in ("integer", "number", "boolean"):
+            schema["type"] = self.type
+        elif self.type == "choice":
+            schema.update(type="string", enum=list(self.choices))
+        else:
+            schema.update(type="string", maxLength=self.max_length)
+        if self.type == "string":
+            schema["pattern"] = self.pattern or DEFAULT_STRING_PATTERN
+        if self.type == "text":
+            schema["contentMediaType"] = "text/x-shellscript"
+        if self.type == "arguments":
+            schema["description"] = f"{self.help} (split into arguments like a shell would)".strip()
+        if self.minimum is not None:
+            schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        if self.default is not None:
+            schema["default"] = self.default
+        return schema
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    slug: str
+    name: str
+    description: str
+    parameters: tuple[Parameter, ...]
+    # Where the Slurm resources come from: a parameter's name, or a fixed count.
+    nodes: str | int = 1
+    gpus_per_node: str | int = 0
+    smoke_parameter: str | None = None
+    directory: Path = field(default=Path(), compare=False)
+
+    def parameter(self, name: str) -> Parameter | None:
+        return next((p for p in self.parameters if p.name == name), None)
+
+    def resource(self, values: Mapping[str, Any], which: str) -> int:
+        source = getattr(self, which)
+        return int(values[source]) if isinstance(source, str) else source
+
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {p.name: p.json_schema() for p in self.parameters},
+            "required": [p.name for p in self.parameters if p.required and p.default is None],
+            "additionalProperties": False,
+        }
+
+
+def builtin_parameters() -> tuple[Parameter, ...]:
+    """Partition and time limit (bounded per partition when validated), module and container hooks."""
+    return (
+        Parameter("partition", "string", label="Partition", pattern=r"^[A-Za-z0-9_.-]*$",
+                  help="Slurm partition; empty means the cluster's default.", default=""),
+        Parameter("time_limit", "integer", label="Time limit (minutes)", minimum=1,
+                  default=settings.JOBS_DEFAULT_TIME_MINUTES,
+                  help="Wall-clock limit; at most the partition's maximum."),
+        Parameter("modules", "string", label="Environment modules", default="",
+                  pattern=r"^[A-Za-z0-9._/+-]+( [A-Za-z0-9._/+-]+)*$|^$",
+                  help="Space-separated `module load` names, e.g. cuda/12.4 nccl."),
+        Parameter("container", "string", label="Container image", default="", pattern=PATH_PATTERN,
+                  help="Path of a directory image to run the program in with ch-run; empty: none."),
+    )
+
+
+def _parameter_from_toml(name: str, spec: Any, where: str) -> Parameter:
+    if not isinstance(spec, dict):
+        raise TemplateError(f"{where}: [parameters.{name}] must be a table")
+    known = {"type", "label", "help", "default", "required", "min", "max", "choices", "pattern",
+             "max_length"}
+    if unknown := set(spec) - known:
+        raise TemplateError(f"{where}: parameter {name!r} has unknown keys {sorted(unknown)}")
+    kind = spec.get("type")
+    if kind not in TYPES:
+        raise TemplateError(f"{where}: parameter {name!r} has type {kind!r}; use one of {TYPES}")
+    if kind == "choice" and not spec.get("choices"):
+        raise TemplateError(f"{where}: choice parameter {name!r} needs `choices`")
+    if pattern := spec.get("pattern"):
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise TemplateError(f"{where}: parameter {name!r} has a bad pattern: {error}") from None
+    parameter = Parameter(
+        name=name, type=kind, label=spec.get("label", ""), help=spec.get("help", ""),
+        default=spec.get("default"), required=bool(spec.get("required", False)),
+        minimum=spec.get("min"), maximum=spec.get("max"),
+        choices=tuple(str(c) for c in spec.get("choices", ())), pattern=pattern,
+        max_length=int(spec.get("max_length", 20000 if kind == "text" else 200)),
+    )
+    if parameter.default is not None:
+        try:
+            parameter.clean(parameter.default)
+        except ParameterInvalid as error:
+            raise TemplateError(f"{where}: default of {name!r} is invalid: {error}") from None
+    return parameter
+
+
+@lru_cache(maxsize=8)
+def _environment(root: Path) -> jinja2.Environment:
+    """One environment per templates folder: Jinja caches compiled templates in it (and reloads a
+    template whose file changed), so a submission does not recompile its script."""
+    # Shell, not HTML: `finalize` quotes every value instead of autoescaping.
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(root), undefined=jinja2.StrictUndefined,
+        autoescape=False,  # noqa: S701
+        finalize=_quote, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+    )
+    environment.filters["argv"] = _argv
+    return environment
+
+
+def template_load(directory: Path) -> JobTemplate:
+    """Read and check one template folder; raises TemplateError saying what is wrong."""
+    slug = directory.name
+    where = f"templates/jobs/{slug}"
+    if not SLUG.fullmatch(slug):
+        raise TemplateError(f"{where}: folder name must be lowercase letters, digits and hyphens")
+    try:
+        spec = tomllib.loads((directory / "template.toml").read_text())
+    except FileNotFoundError:
+        raise TemplateError(f"{where}: template.toml is missing") from None
+    except tomllib.TOMLDecodeError as error:
+        raise TemplateError(f"{where}/template.toml: {error}") from None
+    if not (directory / "script.sh.j2").is_file():
+        raise TemplateError(f"{where}: script.sh.j2 is missing")
+    for key in ("name", "description"):
+        if not isinstance(spec.get(key), str) or not spec[key].strip():
+            raise TemplateError(f"{where}/template.toml: `{key}` is required")
+    own = spec.get("parameters", {})
+    if clash := set(own) & set(BUILTIN_PARAMETERS):
+        raise TemplateError(f"{where}: parameters {sorted(clash)} are built in; rename them")
+    parameters = builtin_parameters() + tuple(
+        _parameter_from_toml(name, value, f"{where}/template.toml") for name, value in own.items()
+    )
+    resources = spec.get("resources", {})
+    template = JobTemplate(
+        slug=slug, name=spec["name"].strip(), description=spec["description"].strip(),
+        parameters=parameters, nodes=resources.get("nodes", 1),
+        gpus_per_node=resources.get("gpus_per_node", 0), smoke_parameter=spec.get("smoke_parameter"),
+        directory=directory,
+    )
+    for which in ("nodes", "gpus_per_node"):
+        source = getattr(template, which)
+        if isinstance(source, str):
+            parameter = template.parameter(source)
+            if parameter is None or parameter.type != "integer":
+                raise TemplateError(f"{where}: resources.{which} names {source!r}, "
+                                    "which is not an integer parameter")
+        elif not isinstance(source, int) or source < 0:
+            raise TemplateError(f"{where}: resources.{which} must be a parameter name or a count")
+    if template.smoke_parameter and getattr(template.parameter(template.smoke_parameter), "type",
+                                            None) != "boolean":
+        raise TemplateError(f"{where}: smoke_parameter must name a boolean parameter")
+    _check_renders(template, where)
+    return template
+
+
+def _check_renders(template: JobTemplate, where: str) -> None:
+    """Render with the defaults (and in smoke mode) so mistakes surface at startup, not at submit."""
+    values = {p.name: p.clean(None) for p in template.parameters}
+    variants = [values]
+    if template.smoke_parameter:
+        variants.append({**values, template.smoke_parameter: not values[template.smoke_parameter]})
+    for variant in variants:
+        try:
+            body = script_body_render(template=template, values=variant, job=_SAMPLE_JOB)
+        except jinja2.TemplateError as error:
+            raise TemplateError(f"{where}/script.sh.j2{_line_of(error)}: {error}") from None
+        if "set -euo pipefail" not in body:
+            raise TemplateError(f"{where}/script.sh.j2: the script must `set -euo pipefail`")
+        if _SBATCH_LINE.search(body):
+            raise TemplateError(f"{where}/script.sh.j2: #SBATCH lines are generated by the portal; "
+                                "map resources in template.toml instead")
+
+
+def _line_of(error: jinja2.TemplateError) -> str:
+    """' line N' of the template where rendering failed (Jinja puts template frames in tracebacks)."""
+    lineno = getattr(error, "lineno", None)
+    if lineno is None:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.endswith(".j2")]
+        lineno = frames[-1].lineno if frames else None
+    return f" line {lineno}" if lineno else ""
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """What a script may know about its own job (all computed by the portal)."""
+
+    id: str
+    dir: str
+    stdout: str
+    stderr: str
+
+
+_SAMPLE_JOB = JobPaths(id="sample", dir="/home/user/gpuportal/jobs/job-sample",
+                       stdout="/home/user/out", stderr="/home/user/err")
+
+
+def script_body_render(*, template: JobTemplate, values: Mapping[str, Any], job: JobPaths) -> str:
+    environment = _environment(template.directory.parent)
+    body = environment.get_template(f"{template.slug}/script.sh.j2")
+    return body.render(params=dict(values), job=job, template={"slug": template.slug,
+                                                               "name": template.name})
+
+
+@dataclass(frozen=True)
+class Catalog:
+    templates: dict[str, JobTemplate]
+    errors: dict[str, str]
+
+
+def templates_load(root: Path) -> Catalog:
+    templates: dict[str, JobTemplate] = {}
+    errors: dict[str, str] = {}
+    for directory in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        try:
+            templates[directory.name] = template_load(directory)
+        except TemplateError as error:
+            errors[directory.name] = str(error)
+            logger.error("job template refused: %s", error)
+    return Catalog(templates=templates, errors=errors)
+
+
+@lru_cache(maxsize=1)
+def catalog() -> Catalog:
+    """The templates found at startup; broken folders are left out and reported in `errors`."""
+    return templates_load(Path(settings.JOBS_TEMPLATES_DIR))

@@ -1,0 +1,113 @@
+"""Batch jobs submitted through the portal, from the form to Slurm's final accounting."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class JobState(models.TextChoices):
+    # Saved, not (yet) accepted by Slurm: Slurm was unreachable; the poll cycle retries.
+    QUEUED_IN_PORTAL = "QUEUED_IN_PORTAL", "Queued in portal"
+    REJECTED = "REJECTED", "Rejected by Slurm"
+    PENDING = "PENDING", "Pending"
+    RUNNING = "RUNNING", "Running"
+    SUSPENDED = "SUSPENDED", "Suspended"
+    COMPLETED = "COMPLETED", "Completed"
+    FAILED = "FAILED", "Failed"
+    CANCELLED = "CANCELLED", "Cancelled"
+    TIMEOUT = "TIMEOUT", "Timed out"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY", "Out of memory"
+    NODE_FAIL = "NODE_FAIL", "Node failure"
+    PREEMPTED = "PREEMPTED", "Preempted"
+    BOOT_FAIL = "BOOT_FAIL", "Boot failure"
+    DEADLINE = "DEADLINE", "Deadline missed"
+
+
+# Slurm states a job holding a Slurm id can still leave; everything else it ends in is final.
+IN_SLURM_STATES = (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
+ACTIVE_STATES = (JobState.QUEUED_IN_PORTAL, *IN_SLURM_STATES)
+TERMINAL_STATES = tuple(state for state in JobState if state not in ACTIVE_STATES)
+
+
+class Job(models.Model):
+    # The key Slurm knows the job by (in its comment): unique across portal databases, so
+    # reconciling a retried submission can never adopt another portal's job.
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=64)
+    template = models.CharField(max_length=64)
+    parameters = models.JSONField(default=dict, help_text="Validated parameters, as rendered")
+    script = models.TextField(help_text="Exactly what was given to sbatch")
+
+    partition = models.CharField(max_length=64)
+    nodes = models.PositiveIntegerField(default=1)
+    gpus_per_node = models.PositiveIntegerField(default=0)
+    cpus_per_node = models.PositiveIntegerField(default=1)
+    mem_mb_per_node = models.PositiveBigIntegerField(default=0)
+    time_limit = models.DurationField()
+    output_dir = models.CharField(max_length=512)
+
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED_IN_PORTAL)
+    reason = models.TextField(blank=True, help_text="Queue reason, or Slurm's rejection message")
+    slurm_job_id = models.CharField(max_length=32, blank=True)
+    submit_attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+
+    submitted_at = models.DateTimeField(default=timezone.now, help_text="When the user submitted")
+    slurm_submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    elapsed = models.DurationField(null=True, blank=True)
+    node_list = models.CharField(max_length=256, blank=True)
+    gpus_allocated = models.PositiveIntegerField(null=True, blank=True, help_text="From AllocTRES")
+    gpu_hours = models.FloatField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_signal = models.IntegerField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        # Lists page newest first by (submitted_at, id) with a cursor (no COUNT(*)); each filter has
+        # an index that serves both the filter and the order, date ranges included.
+        indexes = [
+            models.Index(fields=["user", "-submitted_at", "-id"], name="job_user_recent"),
+            models.Index(fields=["user", "state", "-submitted_at", "-id"], name="job_user_state_recent"),
+            models.Index(fields=["user", "template", "-submitted_at", "-id"],
+                         name="job_user_template_recent"),
+            models.Index(fields=["-submitted_at", "-id"], name="job_recent"),
+            models.Index(fields=["state", "-submitted_at", "-id"], name="job_state_recent"),
+            models.Index(fields=["template", "-submitted_at", "-id"], name="job_template_recent"),
+            # The poll cycle reads only the few active rows out of millions.
+            models.Index(fields=["state"], name="job_active",
+                         condition=models.Q(state__in=[s.value for s in ACTIVE_STATES])),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def slurm_comment(self) -> str:
+        return f"gpuportal:{self.uuid}"
+
+    @property
+    def stdout_path(self) -> str:
+        return f"{self.output_dir}/job-{self.uuid}.out"
+
+    @property
+    def stderr_path(self) -> str:
+        return f"{self.output_dir}/job-{self.uuid}.err"
+
+    @property
+    def work_dir(self) -> str:
+        return f"{self.output_dir}/job-{self.uuid}"

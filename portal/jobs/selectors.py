@@ -1,0 +1,94 @@
+"""Reads for batch jobs: lists and details from the database, partition limits from the snapshot."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from portal.accounts.models import User
+from portal.cluster.models import Node, Partition
+from portal.jobs.models import Job
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    """What one job may ask of a partition, from the last cluster poll and the portal's settings."""
+
+    name: str
+    is_default: bool
+    max_time: timedelta | None
+    max_nodes: int
+    max_gpus_per_node: int
+    cpus_per_node: int
+    cpus_per_gpu: int
+    mem_gb_per_gpu: int
+    cpus_without_gpu: int
+    mem_gb_without_gpu: int
+
+    @property
+    def max_time_minutes(self) -> int | None:
+        return None if self.max_time is None else int(self.max_time.total_seconds() // 60)
+
+    def cpus(self, gpus_per_node: int) -> int:
+        return gpus_per_node * self.cpus_per_gpu if gpus_per_node else self.cpus_without_gpu
+
+    def mem_mb(self, gpus_per_node: int) -> int:
+        gigabytes = gpus_per_node * self.mem_gb_per_gpu if gpus_per_node else self.mem_gb_without_gpu
+        return gigabytes * 1024
+
+
+def partition_limits_list() -> list[PartitionLimits]:
+    nodes = list(Node.objects.all())
+    resources: dict[str, Any] = settings.JOBS_PARTITION_RESOURCES
+    limits = []
+    for partition in Partition.objects.all():
+        members = [node for node in nodes if partition.name in node.partitions]
+        per_partition = {**resources.get("*", {}), **resources.get(partition.name, {})}
+        limits.append(PartitionLimits(
+            name=partition.name, is_default=partition.is_default, max_time=partition.max_time,
+            max_nodes=partition.node_count,
+            max_gpus_per_node=max((sum(node.gpus.values()) for node in members), default=0),
+            cpus_per_node=max((node.cpus_total for node in members), default=0),
+            cpus_per_gpu=per_partition["cpus_per_gpu"], mem_gb_per_gpu=per_partition["mem_gb_per_gpu"],
+            cpus_without_gpu=per_partition["cpus_without_gpu"],
+            mem_gb_without_gpu=per_partition["mem_gb_without_gpu"],
+        ))
+    return limits
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    state: str | None = None
+    template: str | None = None
+    submitted_after: datetime | None = None
+    submitted_before: datetime | None = None
+    username: str | None = None
+
+
+def job_list(*, user: User, filters: JobFilters | None = None) -> QuerySet[Job]:
+    """The user's jobs (an admin's: everybody's), newest first, without the heavy columns."""
+    filters = filters or JobFilters()
+    jobs = Job.objects.select_related("user").defer("script", "parameters")
+    if not user.is_staff:
+        jobs = jobs.filter(user=user)
+    elif filters.username:
+        jobs = jobs.filter(user__username=filters.username)
+    if filters.state:
+        jobs = jobs.filter(state=filters.state)
+    if filters.template:
+        jobs = jobs.filter(template=filters.template)
+    if filters.submitted_after:
+        jobs = jobs.filter(submitted_at__gte=filters.submitted_after)
+    if filters.submitted_before:
+        jobs = jobs.filter(submitted_at__lt=filters.submitted_before)
+    return jobs.order_by("-submitted_at", "-id")
+
+
+def job_get(*, user: User, job_id: int) -> Job | None:
+    """One job the user may see (None for another user's: callers answer 404, not 403)."""
+    jobs = Job.objects.select_related("user")
+    if not user.is_staff:
+        jobs = jobs.filter(user=user)
+    return jobs.filter(pk=job_id).first()

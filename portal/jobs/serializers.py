@@ -1,0 +1,101 @@
+from rest_framework import serializers
+
+from portal.jobs.models import JobState
+
+
+class PartitionLimitsSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    is_default = serializers.BooleanField()
+    max_time_minutes = serializers.IntegerField(allow_null=True, help_text="null means unlimited")
+    max_nodes = serializers.IntegerField()
+    max_gpus_per_node = serializers.IntegerField()
+    cpus_per_gpu = serializers.IntegerField()
+    mem_gb_per_gpu = serializers.IntegerField()
+    cpus_without_gpu = serializers.IntegerField()
+    mem_gb_without_gpu = serializers.IntegerField()
+
+
+class TemplateSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    smoke_parameter = serializers.CharField(allow_null=True,
+                                            help_text="Boolean parameter that runs a CPU smoke test")
+    parameters_schema = serializers.JSONField(source="json_schema",
+                                              help_text="JSON Schema (draft 2020-12) of `parameters`")
+
+
+class TemplateCatalogSerializer(serializers.Serializer):
+    templates = TemplateSerializer(many=True)
+    partitions = PartitionLimitsSerializer(many=True, help_text="What one job may ask of each partition")
+    broken = serializers.DictField(child=serializers.CharField(),
+                                   help_text="Template folders refused at startup, with the reason")
+
+
+class JobSubmitInputSerializer(serializers.Serializer):
+    template = serializers.CharField(max_length=64)
+    parameters = serializers.JSONField(default=dict, help_text="Values for the template's parameters")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class JobFilterSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=JobState.choices, required=False)
+    template = serializers.CharField(max_length=64, required=False)
+    submitted_after = serializers.DateTimeField(required=False)
+    submitted_before = serializers.DateTimeField(required=False)
+    user = serializers.CharField(max_length=150, required=False, help_text="Admins only: one user's jobs")
+
+
+class JobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    uuid = serializers.UUIDField(help_text="The portal id Slurm sees in the job's comment")
+    name = serializers.CharField()
+    template = serializers.CharField()
+    user = serializers.CharField(source="user.username")
+    state = serializers.ChoiceField(choices=JobState.choices)
+    reason = serializers.CharField(help_text="Queue reason, or Slurm's rejection message")
+    partition = serializers.CharField()
+    nodes = serializers.IntegerField()
+    gpus_per_node = serializers.IntegerField()
+    cpus_per_node = serializers.IntegerField()
+    mem_mb_per_node = serializers.IntegerField()
+    time_limit_minutes = serializers.SerializerMethodField()
+    slurm_job_id = serializers.CharField()
+    submitted_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    elapsed_seconds = serializers.SerializerMethodField()
+    node_list = serializers.CharField()
+    gpus_allocated = serializers.IntegerField(allow_null=True, help_text="From Slurm's AllocTRES")
+    gpu_hours = serializers.FloatField(allow_null=True)
+    exit_code = serializers.IntegerField(allow_null=True)
+    exit_signal = serializers.IntegerField(allow_null=True)
+
+    def get_time_limit_minutes(self, job: object) -> int:
+        return int(job.time_limit.total_seconds() // 60)
+
+    def get_elapsed_seconds(self, job: object) -> int | None:
+        return None if job.elapsed is None else int(job.elapsed.total_seconds())
+
+
+class JobDetailSerializer(JobSerializer):
+    parameters = serializers.JSONField()
+    script = serializers.CharField(help_text="Exactly what was given to sbatch")
+    stdout_path = serializers.CharField()
+    stderr_path = serializers.CharField()
+    submit_attempts = serializers.IntegerField()
+
+
+class JobLogInputSerializer(serializers.Serializer):
+    stream = serializers.ChoiceField(choices=["stdout", "stderr"], default="stdout")
+    offset = serializers.IntegerField(min_value=0, default=0)
+
+
+class JobLogSerializer(serializers.Serializer):
+    stream = serializers.CharField()
+    text = serializers.CharField(help_text="UTF-8 text from `offset` (at most 64 KiB)")
+    offset = serializers.IntegerField()
+    next_offset = serializers.IntegerField(help_text="Ask again from here for more")
+    size = serializers.IntegerField(help_text="Size of the file now, in bytes")
+    exists = serializers.BooleanField(help_text="False until the job has started writing")
+    complete = serializers.BooleanField(help_text="The job has ended and everything was read")

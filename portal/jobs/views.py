@@ -1,0 +1,160 @@
+"""Job pages: template picker, composer (form -> preview -> submit), list, detail with live log."""
+
+import shlex
+import uuid
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+from django.views.decorators.http import require_POST
+
+from portal.cluster.models import PollStatus
+from portal.jobs.job_templates import JobTemplate, Parameter, catalog
+from portal.jobs.models import Job, JobState
+from portal.jobs.selectors import JobFilters, job_get, job_list, partition_limits_list
+from portal.jobs.services import JobInvalid, JobNotCancellable, job_cancel, job_prepare, job_submit
+
+PAGE_SIZE = 50
+
+
+def _job_or_404(request: HttpRequest, job_id: int) -> Job:
+    job = job_get(user=request.user, job_id=job_id)
+    if job is None:
+        raise Http404
+    return job
+
+
+@login_required
+def job_list_view(request: HttpRequest) -> HttpResponse:
+    query = request.GET
+    state = query.get("state") if query.get("state") in JobState.values else None
+    after, before = _day(query.get("from", "")), _day(query.get("to", ""))
+    filters = JobFilters(
+        state=state, template=query.get("template") or None,
+        username=(query.get("user") or None) if request.user.is_staff else None,
+        submitted_after=_midnight(after) if after else None,
+        submitted_before=_midnight(before, 1) if before else None,
+    )
+    jobs = job_list(user=request.user, filters=filters)
+    # Keyset pages ("older than job N"): no COUNT(*) over a long history.
+    older_than = query.get("before", "")
+    last = (Job.objects.filter(pk=int(older_than)).values("submitted_at").first()
+            if older_than.isdigit() else None)
+    if last is not None:
+        jobs = jobs.filter(Q(submitted_at__lt=last["submitted_at"])
+                           | Q(submitted_at=last["submitted_at"], pk__lt=int(older_than)))
+    page = list(jobs[:PAGE_SIZE + 1])
+    more = len(page) > PAGE_SIZE
+    page = page[:PAGE_SIZE]
+    next_query = query.copy()
+    if more:
+        next_query["before"] = page[-1].pk
+    return render(request, "jobs/list.html", {
+        "jobs": page, "poll": PollStatus.get(), "next_query": next_query.urlencode() if more else "",
+        "states": JobState.choices,
+        "templates": sorted(catalog().templates.values(), key=lambda t: t.name), "query": query,
+    })
+
+
+def _day(text: str) -> date | None:
+    try:
+        return parse_date(text)
+    except ValueError:  # well formed but impossible, like 2026-02-30
+        return None
+
+
+def _midnight(day: date, plus_days: int = 0) -> datetime:
+    return timezone.make_aware(datetime.combine(day + timedelta(days=plus_days), time()))
+
+
+@login_required
+def template_pick_view(request: HttpRequest) -> HttpResponse:
+    found = catalog()
+    return render(request, "jobs/pick.html", {
+        "templates": sorted(found.templates.values(), key=lambda t: t.name),
+        "broken": found.errors if request.user.is_staff else {},
+    })
+
+
+def _form_value(parameter: Parameter, value: Any) -> Any:
+    if parameter.type == "arguments" and isinstance(value, list):
+        return shlex.join(value)
+    return "" if value is None else value
+
+
+def _posted_parameters(template: JobTemplate, data: Any) -> dict[str, Any]:
+    values = {}
+    for parameter in template.parameters:
+        if parameter.type == "boolean":
+            values[parameter.name] = data.get(parameter.name) == "on"
+        else:
+            values[parameter.name] = data.get(parameter.name, "")
+    return values
+
+
+@login_required
+def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
+    template = catalog().templates.get(slug)
+    if template is None:
+        raise Http404
+    errors: dict[str, Any] = {}
+    preview = ""
+    if request.method == "POST":
+        values = _posted_parameters(template, request.POST)
+        name = request.POST.get("name", "")
+        try:
+            job_uuid = uuid.UUID(request.POST.get("uuid", ""))
+        except ValueError:
+            job_uuid = uuid.uuid4()
+        try:
+            if request.POST.get("action") == "submit":
+                job = job_submit(user=request.user, template=slug, parameters=values, name=name or None,
+                                 job_uuid=job_uuid)
+                messages.info(request, f"Job {job.name} submitted." if job.slurm_job_id else
+                              f"Job {job.name}: {job.get_state_display()}. {job.reason}")
+                return redirect("jobs:detail", job_id=job.pk)
+            preview = job_prepare(user=request.user, template=slug, parameters=values, name=name or None,
+                                  job_uuid=job_uuid).script
+        except JobInvalid as invalid:
+            errors = invalid.fields
+    else:
+        job_uuid = uuid.uuid4()
+        values = {p.name: p.default for p in template.parameters}
+        name = template.slug
+        clone_id = request.GET.get("clone", "")
+        if clone_id.isdigit() and (original := job_get(user=request.user, job_id=int(clone_id))):
+            values.update({k: v for k, v in original.parameters.items() if template.parameter(k)})
+            name = original.name
+    parameter_errors = errors.get("parameters", {}) if isinstance(errors.get("parameters"), dict) else {}
+    fields = [{"parameter": p, "value": _form_value(p, values.get(p.name)),
+               "errors": parameter_errors.get(p.name, [])} for p in template.parameters]
+    return render(request, "jobs/compose.html", {
+        "template": template, "fields": fields, "name": name, "uuid": job_uuid, "preview": preview,
+        "errors": errors, "partitions": partition_limits_list(),
+        "gpu_field": template.gpus_per_node if isinstance(template.gpus_per_node, str) else "",
+        "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
+    })
+
+
+@login_required
+def job_detail_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    return render(request, "jobs/detail.html", {"job": job, "poll": PollStatus.get()})
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    try:
+        job_cancel(job=job)
+        messages.info(request, "Cancellation requested.")
+    except JobNotCancellable as error:
+        messages.info(request, str(error))
+    return redirect("jobs:detail", job_id=job.pk)

@@ -1,0 +1,129 @@
+"""The only code that talks to JupyterHub: its REST API, with the portal's service token."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from django.conf import settings
+from django.utils.dateparse import parse_datetime
+
+
+class HubError(Exception):
+    """The hub refused a request; `message` is the hub's own explanation."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class HubUnavailable(HubError):
+    """The hub did not answer: server states are unknown, not gone."""
+
+
+@dataclass(frozen=True)
+class HubServer:
+    """A server the hub knows as running or pending (`pending`: 'spawn', 'stop' or None)."""
+
+    name: str
+    ready: bool
+    pending: str | None
+    url: str
+    last_activity: datetime | None
+    user_options: dict[str, Any] = field(default_factory=dict)
+    job_id: str = ""
+
+
+@dataclass(frozen=True)
+class JupyterHub:
+    api_url: str
+    token: str
+    timeout: float = 10.0
+
+    @classmethod
+    def from_settings(cls) -> "JupyterHub":
+        return cls(settings.JUPYTERHUB_API_URL.rstrip("/"), settings.JUPYTERHUB_API_TOKEN,
+                   settings.JUPYTERHUB_TIMEOUT_SECONDS)
+
+    def _request(self, method: str, path: str, *, ok: tuple[int, ...], json: object = None,
+                 params: dict | None = None) -> requests.Response:
+        try:
+            response = requests.request(
+                method, f"{self.api_url}{path}", json=json, params=params, timeout=self.timeout,
+                headers={"Authorization": f"token {self.token}"},
+            )
+        except requests.RequestException as error:
+            raise HubUnavailable(f"JupyterHub did not answer: {error.__class__.__name__}") from error
+        if response.status_code not in ok:
+            if response.status_code in (502, 503, 504):
+                raise HubUnavailable(f"JupyterHub answered {response.status_code}", response.status_code)
+            try:
+                message = response.json().get("message") or response.reason
+            except ValueError:
+                message = response.reason
+            raise HubError(message, response.status_code)
+        return response
+
+    @staticmethod
+    def _user_path(username: str, server: str | None = None) -> str:
+        path = f"/users/{quote(username, safe='')}"
+        return path if server is None else f"{path}/servers/{quote(server, safe='')}"
+
+    def servers(self, username: str) -> dict[str, HubServer]:
+        """The user's running and pending servers; empty if the hub does not know the user yet."""
+        try:
+            body = self._request("GET", self._user_path(username), ok=(200,)).json()
+        except HubError as error:
+            if error.status == 404:
+                return {}
+            raise
+        return {name: _server(name, data) for name, data in (body.get("servers") or {}).items()}
+
+    def user_ensure(self, username: str) -> None:
+        self._request("POST", self._user_path(username), ok=(201, 409))
+
+    def server_start(self, username: str, name: str, *, options: dict[str, Any], display_name: str) -> bool:
+        """Ask for a server; True when it is already up, False while it is being started."""
+        response = self._request("POST", self._user_path(username, name), ok=(201, 202),
+                                 json={"user_options": options, "display_name": display_name})
+        return response.status_code == 201
+
+    def server_stop(self, username: str, name: str) -> None:
+        """Stop the server (cancelling its Slurm job) and forget it in the hub."""
+        try:
+            self._request("DELETE", self._user_path(username, name), ok=(202, 204),
+                          json={"remove": True})
+        except HubError as error:
+            if error.status != 404:
+                raise
+
+    def tokens_revoke(self, username: str) -> int:
+        """Revoke the hub tokens of the user's browser sessions: their access to servers ends.
+
+        Tokens without a login session (the servers' own API tokens) stay: servers keep running.
+        """
+        try:
+            body = self._request("GET", f"{self._user_path(username)}/tokens", ok=(200,)).json()
+        except HubError as error:
+            if error.status == 404:
+                return 0
+            raise
+        tokens = [token for token in body.get("api_tokens", []) if token.get("session_id")]
+        for token in tokens:
+            self._request("DELETE", f"{self._user_path(username)}/tokens/{token['id']}", ok=(204, 404))
+        return len(tokens)
+
+
+def _server(name: str, data: dict[str, Any]) -> HubServer:
+    return HubServer(
+        name=name, ready=bool(data.get("ready")), pending=data.get("pending"), url=data.get("url", ""),
+        last_activity=_time(data.get("last_activity")),
+        user_options=data.get("user_options") or {},
+        job_id=str((data.get("state") or {}).get("job_id", "")),
+    )
+
+
+def _time(value: str | None) -> datetime | None:
+    return parse_datetime(value) if value else None

@@ -1,0 +1,1 @@
+"""JupyterHub side of the portal: the Slurm spawner (`slurm_spawner`) and the hub's config."""

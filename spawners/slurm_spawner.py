@@ -1,0 +1,416 @@
+"""The portal's Slurm spawner: batchspawner's SlurmSpawner with server-side options and one poll.
+
+- Every user option is validated and rebuilt here (`apply_user_options`): whatever reaches the hub
+  API, only partition, GPUs, hours and nodes survive, within the partition's and the user's limits.
+  batchspawner merges `user_options` into the batch script's variables, so nothing else may stay.
+- One `squeue` for all servers of the hub (`QueuePoller`): polls share the latest snapshot, and a
+  Slurm that does not answer means "unknown" (the server is kept), never "gone".
+"""
+
+import asyncio
+import json
+import logging
+import math
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from batchspawner import JobStatus, SlurmSpawner
+from batchspawner.api import BatchSpawnerAPIHandler
+from jupyterhub import apihandlers
+from tornado import web
+from traitlets import Dict, Float, Integer, Unicode, default
+
+from slurm.adapter import Slurm
+from slurm.errors import SlurmError
+from slurm.parsing import QueuedJob
+from slurm.runner import SlurmRunner
+
+logger = logging.getLogger(__name__)
+
+PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "RESIZING"})
+RUNNING_STATES = frozenset({"RUNNING", "COMPLETING"})
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes"})
+
+
+class OptionError(ValueError):
+    """A user option the hub refuses; the message is shown to the user."""
+
+
+@dataclass(frozen=True)
+class PartitionPolicy:
+    max_gpus: int = 4
+    max_hours: float | None = None
+    max_nodes: int = 1
+    cpus_per_gpu: int = 8
+    mem_gb_per_gpu: int = 48
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """The only options a server is started with; CPUs and memory are per node, derived."""
+
+    partition: str
+    gpus: int
+    hours: float
+    nodes: int
+    cpus: int
+    mem_gb: int
+
+    def as_user_options(self) -> dict[str, Any]:
+        return {"partition": self.partition, "gpus": self.gpus, "hours": self.hours, "nodes": self.nodes}
+
+
+def _integer(value: object, name: str) -> int:
+    # bool is an int in Python; "2" comes from query strings and forms.
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise OptionError(f"{name} must be a whole number.")
+    if isinstance(value, str):
+        if not value.strip().isdigit():
+            raise OptionError(f"{name} must be a whole number.")
+        value = int(value)
+    return value
+
+
+def _number(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise OptionError(f"{name} must be a number.")
+    try:
+        number = float(value)
+    except ValueError as error:
+        raise OptionError(f"{name} must be a number.") from error
+    if not math.isfinite(number):
+        raise OptionError(f"{name} must be a number.")
+    return number
+
+
+def rebuild_options(raw: object, *, policies: dict[str, PartitionPolicy], default_partition: str,
+                    default_hours: float, gpus_in_use: int, max_gpus_per_user: int) -> ServerOptions:
+    """Validate what a caller asked for and rebuild the options from scratch, or raise OptionError."""
+    if not isinstance(raw, dict):
+        raise OptionError("Options must be an object.")
+    unknown = sorted(set(raw) - OPTION_KEYS)
+    if unknown:
+        raise OptionError(f"Unknown option(s): {', '.join(unknown)}. Allowed: "
+                          f"{', '.join(sorted(OPTION_KEYS))}.")
+    partition = raw.get("partition") or default_partition
+    if partition not in policies:
+        raise OptionError(f"Unknown partition {partition!r}; choose one of {', '.join(sorted(policies))}.")
+    policy = policies[partition]
+
+    gpus = _integer(raw.get("gpus", 1), "gpus")
+    if gpus < 0:
+        raise OptionError("The number of GPUs cannot be negative.")
+    if gpus > policy.max_gpus:
+        raise OptionError(f"At most {policy.max_gpus} GPUs per server on partition {partition}.")
+    if gpus_in_use + gpus > max_gpus_per_user:
+        raise OptionError(f"Your quota is {max_gpus_per_user} GPUs across your servers; "
+                          f"{gpus_in_use} are in use.")
+
+    if raw.get("hours") in (None, ""):
+        hours = default_hours if policy.max_hours is None else min(default_hours, policy.max_hours)
+    else:
+        hours = _number(raw["hours"], "hours")
+    if hours <= 0:
+        raise OptionError("The session time must be more than 0 hours.")
+    if policy.max_hours is not None and hours > policy.max_hours:
+        raise OptionError(f"Partition {partition} allows at most {policy.max_hours:g} h.")
+
+    nodes = _integer(raw.get("nodes", 1), "nodes")
+    if not 1 <= nodes <= policy.max_nodes:
+        raise OptionError(f"Partition {partition} allows 1 to {policy.max_nodes} node(s).")
+
+    units = max(gpus, 1)  # a CPU-only server gets one GPU's share of cores and memory
+    return ServerOptions(partition=partition, gpus=gpus, hours=hours, nodes=nodes,
+                         cpus=units * policy.cpus_per_gpu, mem_gb=units * policy.mem_gb_per_gpu)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Slurm's queue at `taken_at` (monotonic clock); `jobs` is None when Slurm did not answer."""
+
+    jobs: dict[str, QueuedJob] | None
+    taken_at: float
+
+
+class QueuePoller:
+    """One `squeue` for every server of the hub: concurrent callers share one query."""
+
+    def __init__(self, slurm: Slurm) -> None:
+        self.slurm = slurm
+        self._snapshot = Snapshot(jobs=None, taken_at=-math.inf)
+        self._inflight: asyncio.Future[Snapshot] | None = None
+
+    async def snapshot(self, *, max_age: float, newer_than: float = -math.inf) -> Snapshot:
+        """A snapshot at most `max_age` seconds old, taken after `newer_than` (e.g. a submission)."""
+        current = self._snapshot
+        if current.taken_at >= newer_than and time.monotonic() - current.taken_at <= max_age:
+            return current
+        while True:
+            if self._inflight is None:
+                self._inflight = asyncio.ensure_future(self._query())
+            current = await asyncio.shield(self._inflight)
+            # A query already running when the caller submitted cannot know the new job: ask again.
+            if current.taken_at >= newer_than:
+                return current
+
+    async def _query(self) -> Snapshot:
+        started = time.monotonic()
+        try:
+            queue = await asyncio.to_thread(self.slurm.queue)
+            jobs: dict[str, QueuedJob] | None = {job.job_id: job for job in queue}
+        except (SlurmError, ValueError) as error:
+            logger.warning("squeue failed, server states unknown: %s", error)
+            jobs = None
+        finally:
+            self._inflight = None
+        self._snapshot = Snapshot(jobs=jobs, taken_at=started)
+        return self._snapshot
+
+
+@cache
+def shared_poller(bin_dir: str, timeout: float) -> QueuePoller:
+    return QueuePoller(Slurm(SlurmRunner(bin_dir=Path(bin_dir), timeout=timeout)))
+
+
+def first_node(nodes: str) -> str:
+    """First host of a Slurm host list: 'gpu[03-05,07],cpu1' -> 'gpu03'."""
+    match = re.match(r"([^,\[]+)(?:\[([^\],-]+))?", nodes)
+    return "" if match is None else match[1] + (match[2] or "")
+
+
+def apply_portal_options(spawner: "PortalSlurmSpawner", user_options: object) -> None:
+    """`Spawner.apply_user_options` hook: errors become HTTP 400 with a message for the user."""
+    try:
+        spawner.apply_options(user_options)
+    except OptionError as error:
+        raise web.HTTPError(400, str(error)) from error
+
+
+class PortalSlurmSpawner(SlurmSpawner):
+    """Runs a single-user server as a Slurm job of the user, with the options the portal offers."""
+
+    partitions = Dict(
+        default_value={"gpu": {}, "debug": {"max_hours": 1}},
+        help="Partitions users may choose, each with limits: max_gpus, max_hours (None: unlimited), "
+             "max_nodes, cpus_per_gpu, mem_gb_per_gpu (see PartitionPolicy for defaults).",
+    ).tag(config=True)
+    default_partition = Unicode("gpu", help="Partition of a server started without one.").tag(config=True)
+    default_hours = Float(8.0, help="Session time when none is asked for (capped by the partition).").tag(
+        config=True)
+    max_gpus_per_user = Integer(4, help="GPUs one user may hold across all their servers.").tag(config=True)
+    slurm_bin_dir = Unicode("/usr/bin", help="Where sbatch, squeue and scancel are.").tag(config=True)
+    slurm_timeout = Float(20.0, help="An squeue slower than this counts as Slurm not answering.").tag(
+        config=True)
+    queue_max_age = Float(
+        30.0, help="Routine polls answer from a queue snapshot at most this old (seconds): with many "
+                   "servers, still one squeue per interval.").tag(config=True)
+    busy_queue_max_age = Float(
+        0.5, help="Snapshot age accepted while a server starts or stops (seconds); servers starting "
+                  "together share one squeue.").tag(config=True)
+    templates_dir = Unicode(
+        "", help="Notebook templates copied into ~/templates on every start (no existing file is "
+                 "overwritten). Empty: none.").tag(config=True)
+    data_dir = Unicode("", help="Shared data linked as ~/data. Empty: none.").tag(config=True)
+
+    exec_prefix = Unicode("/usr/sbin/runuser -u {username} --").tag(config=True)
+    # Starting servers share the poller's snapshot, so checking often costs no extra squeue.
+    startup_poll_interval = Float(0.25).tag(config=True)
+    # The server runs in the batch step on the first node; `srun` in the notebook spans the allocation.
+    req_srun = Unicode("").tag(config=True)
+    req_nodes = Unicode("1")
+    req_job_name = Unicode()
+    batch_script = Unicode("""#!/bin/bash
+#SBATCH --job-name={{job_name}}
+#SBATCH --output={{homedir}}/.jupyterhub-slurm-%j.log
+#SBATCH --chdir={{homedir}}
+#SBATCH --export={{keepvars}}
+#SBATCH --partition={{partition}}
+#SBATCH --time={{runtime}}
+#SBATCH --nodes={{nodes}}
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task={{nprocs}}
+#SBATCH --mem={{memory}}
+{% if gres %}#SBATCH --gres={{gres}}
+{% endif %}
+set -euo pipefail
+{{prologue}}
+{{cmd}}
+""").tag(config=True)
+
+    @default("req_job_name")
+    def _job_name_default(self) -> str:
+        return f"jupyterhub:{self.name or 'default'}"
+
+    @default("batchspawner_singleuser_cmd")
+    def _singleuser_cmd_default(self) -> str:
+        # Absolute: the job's PATH is not the hub's.
+        return str(Path(sys.prefix) / "bin/batchspawner-singleuser")
+
+    @default("cmd")
+    def _cmd_default(self) -> list[str]:
+        return [str(Path(sys.prefix) / "bin/jupyterhub-singleuser")]
+
+    @default("batch_submit_cmd")
+    def _submit_default(self) -> str:
+        return f"{self.slurm_bin_dir}/sbatch --parsable"
+
+    @default("batch_cancel_cmd")
+    def _cancel_default(self) -> str:
+        return f"{self.slurm_bin_dir}/scancel {{job_id}}"
+
+    @default("req_prologue")
+    def _prologue_default(self) -> str:
+        lines = []
+        if self.templates_dir:
+            source = shlex.quote(f"{self.templates_dir.rstrip('/')}/.")
+            lines += ['mkdir -p "$HOME/templates"', f'cp -rn {source} "$HOME/templates/" || true']
+        if self.data_dir:
+            data = shlex.quote(self.data_dir)
+            lines.append(f'[ -e "$HOME/data" ] || ln -s {data} "$HOME/data"')
+        return "\n".join(lines)
+
+    @default("apply_user_options")
+    def _apply_default(self) -> object:
+        return apply_portal_options
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.queue_reason = ""
+        self._fresh_after = -math.inf
+        self._busy = False
+
+    # --- options -------------------------------------------------------------------------------
+
+    def policies(self) -> dict[str, PartitionPolicy]:
+        return {name: PartitionPolicy(**limits) for name, limits in self.partitions.items()}
+
+    def gpus_in_use(self) -> int:
+        """GPUs of the user's other servers that run or are starting."""
+        return sum(int(other.user_options.get("gpus", 0)) for other in self.user.spawners.values()
+                   if other is not self and other.active)
+
+    def apply_options(self, user_options: object) -> ServerOptions:
+        options = rebuild_options(
+            user_options, policies=self.policies(), default_partition=self.default_partition,
+            default_hours=self.default_hours, gpus_in_use=self.gpus_in_use(),
+            max_gpus_per_user=self.max_gpus_per_user,
+        )
+        self.req_partition = options.partition
+        self.req_runtime = str(math.ceil(round(options.hours * 60, 6)))  # minutes; 1/60 h is 1
+        self.req_nodes = str(options.nodes)
+        self.req_nprocs = str(options.cpus)
+        self.req_memory = f"{options.mem_gb}G"
+        self.req_gres = f"gpu:{options.gpus}" if options.gpus else ""
+        # Only the rebuilt options reach the batch script (batchspawner merges user_options into it)
+        # and the database the portal reads back.
+        self.user_options = options.as_user_options()
+        if self.orm_spawner is not None:
+            self.orm_spawner.user_options = self.user_options
+        return options
+
+    # --- Slurm state through the shared poller --------------------------------------------------
+
+    @property
+    def poller(self) -> QueuePoller:
+        return shared_poller(self.slurm_bin_dir, self.slurm_timeout)
+
+    async def submit_batch_script(self) -> str:
+        try:
+            job_id = await super().submit_batch_script()
+        except RuntimeError as error:
+            # sbatch's own words ("Requested node configuration is not available") reach the user.
+            raise web.HTTPError(400, f"Slurm refused the server: {error}") from error
+        self._fresh_after = time.monotonic()
+        return job_id
+
+    async def cancel_batch_job(self) -> None:
+        await super().cancel_batch_job()
+        self._fresh_after = time.monotonic()
+
+    async def query_job_status(self) -> JobStatus:
+        if not self.job_id:
+            self.job_status = ""
+            return JobStatus.NOTFOUND
+        max_age = self.busy_queue_max_age if self._busy else self.queue_max_age
+        snapshot = await self.poller.snapshot(max_age=max_age, newer_than=self._fresh_after)
+        if snapshot.jobs is None:
+            self.job_status = "UNKNOWN"
+            return JobStatus.UNKNOWN
+        job = snapshot.jobs.get(self.job_id)
+        if job is None:
+            self.job_status = ""
+            return JobStatus.NOTFOUND
+        self.queue_reason = job.reason if job.state in PENDING_STATES else ""
+        if job.state in RUNNING_STATES:
+            self.job_status = f"{job.state} {first_node(job.nodes)}"
+            return JobStatus.RUNNING
+        if job.state in PENDING_STATES:
+            self.job_status = f"{job.state} {job.reason}"
+            return JobStatus.PENDING
+        # SUSPENDED, STOPPED...: still Slurm's job; keep the server.
+        self.job_status = job.state
+        return JobStatus.UNKNOWN
+
+    async def start(self) -> tuple[str, int]:
+        self._busy = True
+        try:
+            return await super().start()
+        finally:
+            self._busy = False
+
+    async def stop(self, now: bool = False) -> None:
+        self._busy = True
+        try:
+            await super().stop(now=now)
+        finally:
+            self._busy = False
+
+    async def progress(self) -> Any:
+        last = None
+        while True:
+            running = bool(self.state_isrunning())
+            if running:
+                node = self.job_status.split()[-1]
+                message = f"Slurm job {self.job_id} runs on {node}: starting JupyterLab"
+            elif self.state_ispending():
+                message = f"Queued in Slurm (job {self.job_id}): {self.queue_reason or 'waiting'}"
+            else:
+                message = "Submitting the job to Slurm"
+            if message != last:
+                yield {"message": message}
+                last = message
+            if running:
+                return
+            await asyncio.sleep(1)
+
+
+class PortOnlyAPIHandler(BatchSpawnerAPIHandler):
+    """batchspawner's port hand-back, limited to the port.
+
+    The job runs as the user with the server's token, so the stock handler would let the user set
+    any spawner attribute (ip, job_id, cmd...).
+    """
+
+    @web.authenticated
+    def post(self) -> None:
+        token = self.get_auth_token()
+        spawner = next((s for s in self.current_user.spawners.values() if s.api_token == token), None)
+        port = (self.get_json_body() or {}).get("port")
+        if spawner is None or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise web.HTTPError(400, "expected {\"port\": <1-65535>} from a server's own token")
+        spawner.port = port
+        self.set_status(201)
+        self.finish(json.dumps({"message": "BatchSpawner data configured"}))
+
+
+# Importing this module is what the hub config does: swap batchspawner's handler for ours.
+apihandlers.default_handlers[:] = [
+    (path, PortOnlyAPIHandler if handler is BatchSpawnerAPIHandler else handler)
+    for path, handler in apihandlers.default_handlers
+]

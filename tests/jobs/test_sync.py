@@ -1,0 +1,188 @@
+"""The status sync with a stand-in Slurm: state mapping, one sacct per cycle, "unknown" is not "failed"."""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from portal.jobs.models import Job, JobState
+from portal.jobs.services import jobs_sync, slurm_state_map
+from slurm.errors import SlurmUnreachable
+from slurm.parsing import AccountedJob, QueuedJob
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+NOW = timezone.now()
+
+
+@pytest.mark.parametrize(("slurm_state", "ours"), [
+    ("PENDING", JobState.PENDING), ("REQUEUED", JobState.PENDING), ("RUNNING", JobState.RUNNING),
+    ("COMPLETING", JobState.RUNNING), ("CONFIGURING", JobState.RUNNING),
+    ("SUSPENDED", JobState.SUSPENDED), ("COMPLETED", JobState.COMPLETED), ("FAILED", JobState.FAILED),
+    ("CANCELLED by 10001", JobState.CANCELLED), ("CANCELLED+", JobState.CANCELLED),
+    ("TIMEOUT", JobState.TIMEOUT), ("OUT_OF_MEMORY", JobState.OUT_OF_MEMORY),
+    ("NODE_FAIL", JobState.NODE_FAIL), ("PREEMPTED", JobState.PREEMPTED),
+    ("BOOT_FAIL", JobState.BOOT_FAIL), ("DEADLINE", JobState.DEADLINE),
+    ("SPECIAL_EXIT", JobState.FAILED), ("WEIRD_NEW_STATE", None),
+])
+def test_state_mapping(slurm_state, ours):
+    assert slurm_state_map(slurm_state) == ours
+
+
+def _queued(job, state="RUNNING", reason="None"):
+    return QueuedJob(job_id=job.slurm_job_id, partition="gpu", state=state, user="alice",
+                     reason="" if reason == "None" else reason, node_count=1, cpus=8,
+                     tres_per_node="gres/gpu:1", nodes="vm" if state == "RUNNING" else "",
+                     start_time=datetime(2026, 11, 23, 9) if state == "RUNNING" else None, end_time=None,
+                     time_limit=timedelta(hours=1), comment=job.slurm_comment, name=job.name)
+
+
+def _accounted(job_id, state, exit_code=0, signal=0, gpus=2, elapsed=1800, comment="", end=True):
+    return AccountedJob(job_id=job_id, state=state, exit_code=exit_code, exit_signal=signal,
+                        submit_time=datetime(2026, 11, 23, 8), start_time=datetime(2026, 11, 23, 9),
+                        end_time=datetime(2026, 11, 23, 9, 30) if end else None, elapsed_seconds=elapsed,
+                        nodes="vm", gpus=gpus, reason="None" if state == "COMPLETED" else "",
+                        comment=comment, submit_line="", partition="")
+
+
+@dataclass
+class FakeSlurm:
+    accounting_rows: list = field(default_factory=list)
+    error: Exception | None = None
+    calls: list = field(default_factory=list)
+    submitted: list = field(default_factory=list)
+
+    def accounting(self, **kwargs):
+        self.calls.append(("sacct", kwargs))
+        if self.error:
+            raise self.error
+        return self.accounting_rows
+
+    def submit(self, *, script, user, comment):
+        self.submitted.append(comment)
+        return "777"
+
+    def user_directory_create(self, *, path, user):
+        pass
+
+
+def _active(state=JobState.RUNNING, **kwargs):
+    return JobFactory(state=state, slurm_submitted_at=NOW - timedelta(minutes=5), **kwargs)
+
+
+def test_jobs_in_the_queue_are_updated_without_sacct():
+    running, pending = _active(state=JobState.PENDING), _active(state=JobState.PENDING)
+    fake = FakeSlurm()
+    report = jobs_sync(queue=[_queued(running), _queued(pending, "PENDING", "Resources")], slurm=fake,
+                       queried_at=NOW)
+    assert fake.calls == [] and report.from_queue == 2
+    running.refresh_from_db()
+    pending.refresh_from_db()
+    assert running.state == JobState.RUNNING and running.node_list == "vm" and running.started_at
+    assert pending.state == JobState.PENDING and pending.reason == "Resources"
+
+
+def test_jobs_that_left_the_queue_get_final_rows_from_one_sacct():
+    done, failed, oom, cancelled = (_active() for _ in range(4))
+    fake = FakeSlurm(accounting_rows=[
+        _accounted(done.slurm_job_id, "COMPLETED"),
+        _accounted(failed.slurm_job_id, "FAILED", exit_code=3),
+        _accounted(oom.slurm_job_id, "OUT_OF_MEMORY", exit_code=0, signal=9),
+        _accounted(cancelled.slurm_job_id, "CANCELLED by 10001", exit_code=0, signal=15),
+    ])
+    report = jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    assert len(fake.calls) == 1 and report.sacct_calls == 1 and report.from_accounting == 4
+    assert set(fake.calls[0][1]["job_ids"]) == {j.slurm_job_id for j in (done, failed, oom, cancelled)}
+    states = {job.pk: (job.state, job.exit_code, job.exit_signal) for job in Job.objects.all()}
+    assert states[done.pk] == (JobState.COMPLETED, 0, 0)
+    assert states[failed.pk] == (JobState.FAILED, 3, 0)
+    assert states[oom.pk] == (JobState.OUT_OF_MEMORY, 0, 9)
+    assert states[cancelled.pk] == (JobState.CANCELLED, 0, 15)
+    done.refresh_from_db()
+    assert done.gpus_allocated == 2 and done.gpu_hours == 1.0 and done.elapsed == timedelta(minutes=30)
+
+
+def test_finished_in_the_queue_also_asks_sacct():
+    job = _active()
+    fake = FakeSlurm(accounting_rows=[_accounted(job.slurm_job_id, "TIMEOUT", exit_code=0, signal=1)])
+    jobs_sync(queue=[_queued(job, "TIMEOUT")], slurm=fake, queried_at=NOW)
+    job.refresh_from_db()
+    assert job.state == JobState.TIMEOUT
+
+
+def test_sacct_error_leaves_states_untouched():
+    job = _active()
+    report = jobs_sync(queue=[], slurm=FakeSlurm(error=SlurmUnreachable("Problem talking to the database")),
+                       queried_at=NOW)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and report.errors == ["Problem talking to the database"]
+
+
+def test_incomplete_accounting_rows_wait_for_the_next_cycle():
+    job, missing = _active(), _active()
+    fake = FakeSlurm(accounting_rows=[_accounted(job.slurm_job_id, "COMPLETED", end=False)])
+    jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    assert set(Job.objects.values_list("state", flat=True)) == {JobState.RUNNING}
+    assert missing.state == JobState.RUNNING
+
+
+def test_jobs_submitted_after_the_squeue_are_not_judged_by_it():
+    job = JobFactory(state=JobState.PENDING, slurm_submitted_at=NOW + timedelta(seconds=1))
+    fake = FakeSlurm()
+    jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    assert fake.calls == []
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+
+
+def _waiting(**kwargs):
+    return JobFactory(state=JobState.QUEUED_IN_PORTAL, slurm_job_id="",
+                      submitted_at=NOW - timedelta(minutes=1), next_attempt_at=NOW - timedelta(seconds=1),
+                      **kwargs)
+
+
+def test_waiting_job_found_in_the_queue_is_adopted_not_resubmitted():
+    job = _waiting()
+    fake = FakeSlurm()
+    report = jobs_sync(queue=[_queued(JobFactory.build(slurm_job_id="555", uuid=job.uuid), "PENDING")],
+                       slurm=fake, queried_at=NOW)
+    job.refresh_from_db()
+    assert report.adopted == 1 and fake.submitted == [] and fake.calls == []
+    assert (job.state, job.slurm_job_id) == (JobState.PENDING, "555")
+
+
+def test_waiting_job_found_in_accounting_is_adopted():
+    job = _waiting()
+    fake = FakeSlurm(accounting_rows=[_accounted("556", "COMPLETED", comment=job.slurm_comment)])
+    jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    job.refresh_from_db()
+    assert fake.submitted == [] and job.slurm_job_id == "556"
+    assert fake.calls[0][1]["users"] == ["alice"]
+
+
+def test_waiting_job_unknown_to_slurm_is_resubmitted_once():
+    job = _waiting()
+    fake = FakeSlurm()
+    report = jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    job.refresh_from_db()
+    assert report.resubmitted == 1 and fake.submitted == [job.slurm_comment]
+    assert (job.state, job.slurm_job_id, job.submit_attempts) == (JobState.PENDING, "777", 1)
+    # The next cycle does not submit it again.
+    jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    assert fake.submitted == [job.slurm_comment]
+
+
+def test_waiting_job_under_lease_is_left_alone():
+    job = _waiting()
+    Job.objects.filter(pk=job.pk).update(next_attempt_at=timezone.now() + timedelta(seconds=30))
+    fake = FakeSlurm()
+    jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    assert fake.submitted == [] and fake.calls == []
+
+
+def test_no_resubmission_when_accounting_cannot_be_asked():
+    _waiting()
+    fake = FakeSlurm(error=SlurmUnreachable("Problem talking to the database"))
+    jobs_sync(queue=[], slurm=fake, queried_at=NOW)
+    assert fake.submitted == []

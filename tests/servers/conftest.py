@@ -1,0 +1,164 @@
+"""A real JupyterHub (spawners/hub.sh) for the test session, logging in through the live portal."""
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from portal.accounts.oauth import hub_oauth_application_ensure
+from portal.cluster.services import slurm_poll
+from portal.servers.hub import JupyterHub
+from tests.conftest import DEMO_PASSWORDS
+
+ROOT = Path(__file__).resolve().parents[2]
+HUB_SH = ROOT / "spawners/hub.sh"
+STATE_DIR = Path("/tmp/gpuportal-test-hub")
+HUB_PORT, PROXY_PORT, PROXY_API_PORT = 18081, 18001, 18002
+CULL_TIMEOUT = 60
+
+
+@dataclass
+class Hub:
+    url: str
+    api_url: str
+    env: dict[str, str]
+
+    @property
+    def token(self) -> str:
+        return self.env["JUPYTERHUB_API_TOKEN"]
+
+    def api(self) -> JupyterHub:
+        return JupyterHub(self.api_url, self.token, timeout=15)
+
+    def request(self, method: str, path: str, **kwargs: object) -> requests.Response:
+        return requests.request(method, f"{self.api_url}{path}", timeout=15,
+                                headers={"Authorization": f"token {self.token}"}, **kwargs)
+
+    def command(self, action: str) -> None:
+        subprocess.run([HUB_SH, action], env=self.env, check=True, capture_output=True, timeout=60)
+
+    def kill(self) -> None:
+        """SIGKILL the hub process only (the proxy and the servers stay)."""
+        pid = int((STATE_DIR / "hub.pid").read_text())
+        os.killpg(pid, 9)
+        wait_for(lambda: _gone(pid), 10, "hub to die")
+        (STATE_DIR / "hub.pid").unlink()
+
+    def stop_all_servers(self) -> None:
+        for user in self.request("GET", "/users").json():
+            for name in user.get("servers") or {}:
+                self.request("DELETE", f"/users/{user['name']}/servers/{name}", json={"remove": True})
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.3):
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def hub(live_server):
+    env = {
+        **os.environ,
+        "HUB_STATE_DIR": str(STATE_DIR),
+        "HUB_PORT": str(HUB_PORT), "HUB_PROXY_PORT": str(PROXY_PORT),
+        "HUB_PROXY_API_PORT": str(PROXY_API_PORT),
+        "PORTAL_URL": live_server.url,
+        "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
+        "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
+        "CONFIGPROXY_AUTH_TOKEN": secrets.token_hex(32),
+        "JUPYTERHUB_CRYPT_KEY": secrets.token_hex(32),
+        "HUB_CULLER_TOKEN": secrets.token_hex(32),
+        # Short cycles, so the tests see logout, polls and outages within seconds.
+        "HUB_AUTH_REFRESH_AGE": "5",
+        "HUB_POLL_INTERVAL": "5",
+        "HUB_SERVER_AUTH_CACHE": "5",
+        # Longer than any other test keeps a server, short enough to watch the culler once.
+        "HUB_CULL_TIMEOUT": str(CULL_TIMEOUT), "HUB_CULL_EVERY": "5",
+        # The hub allows more GPUs than the node has, so a test can watch Slurm refuse a job.
+        "HUB_PARTITIONS": '{"gpu": {"max_gpus": 8}, "debug": {"max_gpus": 4, "max_hours": 1}}',
+        "HUB_MAX_GPUS_PER_USER": "8",
+    }
+    hub = Hub(url=f"http://127.0.0.1:{PROXY_PORT}", api_url=f"http://127.0.0.1:{HUB_PORT}/hub/api",
+              env=env)
+    hub.command("stop")  # a hub left over by an interrupted run
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+    hub.command("start")
+    yield hub
+    if subprocess.run([HUB_SH, "status"], env=env, check=False).returncode != 0:
+        hub.command("start")
+    hub.stop_all_servers()
+    hub.command("stop")
+
+
+@pytest.fixture
+def portal_hub(hub, settings, transactional_db, slurm):
+    """The portal wired to the test hub, its OAuth application in place, a fresh cluster snapshot."""
+    settings.JUPYTERHUB_URL = hub.url
+    settings.JUPYTERHUB_API_URL = hub.api_url
+    settings.JUPYTERHUB_API_TOKEN = hub.token
+    settings.JUPYTERHUB_OAUTH_CLIENT_SECRET = hub.env["JUPYTERHUB_OAUTH_CLIENT_SECRET"]
+    hub_oauth_application_ensure()
+    slurm_poll(slurm=slurm)
+    yield hub
+    hub.stop_all_servers()
+
+
+def portal_login(live_server, username: str) -> requests.Session:
+    """A browser-like session logged into the portal (and, through it, into the hub on demand)."""
+    session = requests.Session()
+    login = f"{live_server.url}/accounts/login/"
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', session.get(login).text)[1]
+    response = session.post(login, headers={"Referer": login}, data={
+        "username": username, "password": DEMO_PASSWORDS[username], "csrfmiddlewaretoken": csrf,
+    })
+    assert response.ok and "/accounts/login/" not in response.url
+    return session
+
+
+def job_env(job_id: str, name: str) -> set[str]:
+    """Values of environment variable `name` in the processes of a Slurm job (read as root)."""
+    out = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True, check=True)
+    values = set()
+    for line in out.stdout.splitlines()[1:]:
+        try:
+            environ = Path(f"/proc/{line.split()[0]}/environ").read_bytes().split(b"\0")
+        except (FileNotFoundError, PermissionError):
+            continue
+        prefix = f"{name}=".encode()
+        values |= {item[len(prefix):].decode() for item in environ if item.startswith(prefix)}
+    return values
+
+
+def job_gpu_indexes(job_id: str) -> str:
+    """The GPU indexes Slurm allocated, as `scontrol show job -d` says: '0-1', '2'..."""
+    out = subprocess.run(["scontrol", "show", "job", "-d", job_id], capture_output=True, text=True,
+                         check=True).stdout
+    return re.search(r"GRES=\S*\(IDX:([^)]+)\)", out)[1]
+
+
+def squeue_state(job_id: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
+                         check=False)
+    return out.stdout.strip()

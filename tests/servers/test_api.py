@@ -1,0 +1,215 @@
+"""Servers API and page against a fake hub: validation, ownership, states, outages."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application
+
+from portal.accounts.oauth import hub_oauth_application_ensure
+from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
+from portal.servers.models import NotebookServer
+from portal.servers.services import servers_sync
+from tests.factories import UserFactory
+from tests.servers.factories import (
+    DebugPartitionFactory,
+    NotebookServerFactory,
+    PartitionFactory,
+    SlurmJobFactory,
+)
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/sessions/"
+
+
+class FakeHub:
+    """The hub adapter's interface, in memory."""
+
+    def __init__(self):
+        self.running: dict[str, HubServer] = {}
+        self.started: list[dict] = []
+        self.down = False
+        self.refusal = ""
+
+    def _check(self):
+        if self.down:
+            raise HubUnavailable("JupyterHub did not answer: ConnectionError")
+
+    def user_ensure(self, username):
+        self._check()
+
+    def server_start(self, username, name, *, options, display_name):
+        self._check()
+        if self.refusal:
+            raise HubError(self.refusal, 400)
+        self.started.append(options)
+        self.running[name] = HubServer(
+            name=name, ready=False, pending="spawn", url=f"/user/{username}/{name}/", last_activity=None,
+            user_options=options, job_id="4242")
+        return False
+
+    def server_stop(self, username, name):
+        self._check()
+        self.running.pop(name, None)
+
+    def servers(self, username):
+        self._check()
+        return dict(self.running)
+
+    def tokens_revoke(self, username):
+        return 0
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    fake = FakeHub()
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    return fake
+
+
+@pytest.fixture(autouse=True)
+def partitions(db):
+    PartitionFactory()
+    DebugPartitionFactory()
+
+
+def test_start_rebuilds_options_and_shows_the_server_starting(token_client, hub):
+    response = token_client.post(URL, {"name": "work", "gpus": 2}, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["state"] == "starting"
+    assert hub.started == [{"partition": "gpu", "gpus": 2, "hours": 8.0, "nodes": 1}]
+
+
+def test_default_time_on_a_limited_partition_is_its_limit(token_client, hub):
+    assert token_client.post(URL, {"partition": "debug"}, format="json").status_code == 201
+    assert hub.started[0]["hours"] == 1
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"gpus": 5}, "gpus"),
+    ({"gpus": -1}, "gpus"),
+    ({"partition": "nope"}, "partition"),
+    ({"hours": 0}, "hours"),
+    ({"hours": -2}, "hours"),
+    ({"partition": "debug", "hours": 2}, "hours"),
+    ({"nodes": 2}, "nodes"),
+    ({"name": "Not OK!"}, "name"),
+    ({"name": "x" * 31}, "name"),
+    ({"cmd": "/bin/sh"}, "cmd"),
+])
+def test_bad_input_is_a_clear_400(token_client, hub, body, field):
+    response = token_client.post(URL, body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["fields"]
+    assert hub.started == []
+
+
+def test_gpu_quota_counts_running_servers(token_client, user, hub):
+    NotebookServerFactory(user=user, gpus=3)
+    response = token_client.post(URL, {"gpus": 2}, format="json")
+    assert response.status_code == 400
+    assert "quota is 4 GPUs" in response.json()["fields"]["gpus"][0]
+
+
+def test_slurm_or_hub_refusal_is_shown(token_client, hub):
+    hub.refusal = "Requested node configuration is not available"
+    response = token_client.post(URL, {"gpus": 1}, format="json")
+    assert response.status_code == 400
+    assert "node configuration" in response.json()["fields"]["non_field_errors"][0]
+
+
+def test_queued_server_shows_slurms_reason(token_client, user, hub):
+    token_client.post(URL, {"name": "big", "gpus": 4}, format="json")
+    SlurmJobFactory(job_id="4242", state="PENDING", reason="Resources", nodes="")
+    body = token_client.get(f"{URL}big/").json()
+    assert (body["state"], body["status"], body["job_id"]) == ("queued", "queued: Resources", "4242")
+
+
+def test_ready_server_has_node_time_left_and_jupyterlab_url(token_client, user, hub, settings):
+    token_client.post(URL, {"name": "lab"}, format="json")
+    hub.running["lab"] = HubServer(name="lab", ready=True, pending=None, url="/user/alice/lab/",
+                                   last_activity=None, job_id="4242")
+    SlurmJobFactory(job_id="4242", end_time=timezone.now() + timedelta(hours=2))
+    body = token_client.get(f"{URL}lab/").json()
+    assert body["state"] == "ready" and body["node"] == "vm"
+    assert 7000 < body["time_left_seconds"] <= 7200
+    assert body["url"] == f"{settings.JUPYTERHUB_URL}/user/alice/lab/lab"
+
+
+def test_stop_cancels_and_records_who_ended_it(token_client, hub):
+    token_client.post(URL, {"name": "gone"}, format="json")
+    assert token_client.delete(f"{URL}gone/").status_code == 204
+    assert hub.running == {}
+    body = token_client.get(f"{URL}gone/").json()
+    assert (body["state"], body["end_reason"]) == ("ended", "Stopped by you")
+
+
+def test_other_users_servers_are_404(token_client, hub):
+    bob = UserFactory(username="bob")
+    NotebookServerFactory(user=bob, name="bobs")
+    assert token_client.get(f"{URL}bobs/").status_code == 404
+    assert token_client.delete(f"{URL}bobs/").status_code == 404
+    assert [s["name"] for s in token_client.get(URL).json()] == []
+
+
+def test_hub_down_keeps_servers_in_unknown_state(token_client, user, hub):
+    NotebookServerFactory(user=user, name="kept")
+    hub.down = True
+    body = token_client.get(URL).json()
+    assert [(s["name"], s["state"]) for s in body] == [("kept", "unknown")]
+    assert NotebookServer.objects.get(name="kept").ended_at is None
+    assert token_client.post(URL, {"name": "new"}, format="json").status_code == 503
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"ends_at": timezone.now() - timedelta(seconds=5)}, NotebookServer.EndReason.TIME_LIMIT),
+    ({"last_activity": timezone.now() - timedelta(hours=2)}, NotebookServer.EndReason.IDLE),
+    ({"last_activity": timezone.now()}, NotebookServer.EndReason.ENDED),
+    ({"hours": 0.5}, NotebookServer.EndReason.TIME_LIMIT),
+])
+def test_a_server_the_hub_dropped_says_what_ended_it(user, fields, reason):
+    server = NotebookServerFactory(user=user, **fields)
+    NotebookServer.objects.filter(pk=server.pk).update(created_at=timezone.now() - timedelta(minutes=45))
+    servers_sync(user=user, hub_servers={})
+    server.refresh_from_db()
+    assert server.ended_at is not None and server.end_reason == reason
+
+
+def test_servers_started_at_the_hub_are_adopted(user):
+    servers_sync(user=user, hub_servers={"direct": HubServer(
+        name="direct", ready=True, pending=None, url="/user/alice/direct/", last_activity=None,
+        user_options={"partition": "gpu", "gpus": 2, "hours": 1.0, "nodes": 1}, job_id="77")})
+    server = NotebookServer.objects.get(user=user, name="direct")
+    assert (server.gpus, server.job_id) == (2, "77")
+
+
+def test_page_shows_cards_and_form_errors(client, user, hub):
+    client.force_login(user)
+    form = {"name": "page", "partition": "debug", "gpus": 1, "hours": 3, "nodes": 1}
+    response = client.post("/servers/", form)
+    assert response.status_code == 400
+    assert "allows at most 1 h" in response.content.decode()
+    response = client.post("/servers/", {**form, "partition": "gpu", "hours": 1})
+    assert response.status_code == 302
+    page = client.get("/servers/").content.decode()
+    assert 'data-server="page"' in page and "Stop My Server" in page
+
+
+def test_hub_application_is_created_once_and_userinfo_gives_the_uid(client, user, settings):
+    hub_oauth_application_ensure()
+    application = hub_oauth_application_ensure()
+    assert Application.objects.count() == 1 and application.skip_authorization
+    token = AccessToken.objects.create(user=user, application=application, token="t0ken", scope="profile",
+                                       expires=timezone.now() + timedelta(hours=1))
+    body = client.get("/oauth/userinfo/", HTTP_AUTHORIZATION=f"Bearer {token.token}").json()
+    assert body["preferred_username"] == "alice" and body["groups"] == ["portal-users"]
+    assert client.get("/oauth/userinfo/").status_code in (401, 403)
+
+
+def test_portal_logout_revokes_the_hubs_tokens(client, user, hub):
+    application = hub_oauth_application_ensure()
+    AccessToken.objects.create(user=user, application=application, token="t0ken", scope="profile",
+                               expires=timezone.now() + timedelta(hours=1))
+    client.force_login(user)
+    client.post("/accounts/logout/")
+    assert not AccessToken.objects.filter(user=user).exists()

@@ -1,0 +1,226 @@
+"""Notebook servers against the real stack: portal → JupyterHub → Slurm job → JupyterLab."""
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from portal.cluster.services import slurm_poll
+from portal.servers.models import NotebookServer
+from portal.servers.selectors import server_cards
+from portal.servers.services import server_start, server_stop, servers_refresh
+from tests.factories import UserFactory
+from tests.servers.conftest import (
+    CULL_TIMEOUT,
+    job_env,
+    job_gpu_indexes,
+    portal_login,
+    squeue_state,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def expand(indexes: str) -> str:
+    """Slurm's '0-1,3' -> CUDA's '0,1,3'."""
+    out = []
+    for part in indexes.split(","):
+        low, _, high = part.partition("-")
+        out += [str(n) for n in range(int(low), int(high or low) + 1)]
+    return ",".join(out)
+
+
+def ready_server(hub, username: str, name: str, timeout: float = 60) -> dict:
+    def ready():
+        server = (hub.request("GET", f"/users/{username}").json().get("servers") or {}).get(name)
+        return server if server and server["ready"] else None
+    return wait_for(ready, timeout, f"{username}/{name} to be ready")
+
+
+def card(user, name):
+    return next(c for c in server_cards(user=user, hub_servers=servers_refresh(user=user)) if c.name == name)
+
+
+def test_two_gpu_server_gets_two_devices_and_stop_ends_the_job(portal_hub, live_server):
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="two-gpus", gpus=2, hours=1)
+    hub_server = ready_server(portal_hub, "alice", "two-gpus")
+    job_id = hub_server["state"]["job_id"]
+
+    devices = job_env(job_id, "CUDA_VISIBLE_DEVICES")
+    assert len(devices) == 1
+    assert devices.pop() == expand(job_gpu_indexes(job_id))
+    assert len(expand(job_gpu_indexes(job_id)).split(",")) == 2
+
+    slurm_poll()
+    ready = card(alice, "two-gpus")
+    assert ready.state == "ready" and ready.node and ready.job_id == job_id
+    assert ready.url == f"{portal_hub.url}/user/alice/two-gpus/lab"
+    assert ready.time_left is not None and ready.time_left.total_seconds() <= 3600
+
+    server_stop(server=NotebookServer.objects.get(user=alice, name="two-gpus"))
+    wait_for(lambda: squeue_state(job_id) in ("", "COMPLETING", "CANCELLED"), 15, "the job to end")
+    wait_for(lambda: squeue_state(job_id) == "", 30, "the job to leave the queue")
+    assert card(alice, "two-gpus").status == "ended: Stopped by you"
+
+
+def test_request_that_cannot_fit_is_queued_with_the_reason_and_stop_cancels_it(portal_hub, slurm):
+    # Hold one GPU with a plain job of bob's, so 4 more cannot fit whatever else runs.
+    blocker = subprocess.run(
+        ["/usr/sbin/runuser", "-u", "bob", "--", "sbatch", "--parsable", "--gres=gpu:1", "--time=5",
+         "-o", "/dev/null", "--wrap", "sleep 300"], capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    try:
+        wait_for(lambda: squeue_state(blocker) == "RUNNING", 60, "the blocking job to run")
+        alice = UserFactory(username="alice")
+        server_start(user=alice, name="too-big", gpus=4, hours=1)
+
+        def queued_job():
+            server = (portal_hub.request("GET", "/users/alice").json()["servers"] or {}).get("too-big")
+            return server and server["state"].get("job_id")
+        job_id = wait_for(queued_job, 20, "the server's job id")
+        wait_for(lambda: squeue_state(job_id) == "PENDING", 10, "the job to pend")
+        slurm_poll(slurm=slurm)  # what Celery beat does every cycle
+        queued = card(alice, "too-big")
+        assert queued.state == "queued"
+        assert queued.status == "queued: Resources"
+
+        server_stop(server=NotebookServer.objects.get(user=alice, name="too-big"))
+        wait_for(lambda: squeue_state(job_id) == "", 20, "the pending job to be cancelled")
+    finally:
+        subprocess.run(["scancel", blocker], check=False)
+
+
+def test_bob_cannot_reach_alices_server(portal_hub, live_server):
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="private", gpus=0, hours=1)
+    ready_server(portal_hub, "alice", "private")
+
+    bob = portal_login(live_server, "bob")
+    assert bob.get(f"{live_server.url}/api/v1/sessions/private/").status_code == 404
+    assert bob.delete(f"{live_server.url}/api/v1/sessions/private/",
+                      headers={"X-CSRFToken": bob.cookies["csrftoken"]}).status_code in (403, 404)
+    # Through the proxy: bob's hub login (via the portal) does not open alice's server.
+    response = bob.get(f"{portal_hub.url}/user/alice/private/lab")
+    assert response.status_code == 403
+    # The owner gets in with the same single login.
+    alice_session = portal_login(live_server, "alice")
+    response = alice_session.get(f"{portal_hub.url}/user/alice/private/lab")
+    assert response.status_code == 200 and "JupyterLab" in response.text
+
+
+def test_hub_api_refuses_options_beyond_limits_or_overriding_the_script(portal_hub):
+    portal_hub.request("POST", "/users/alice")
+    before = subprocess.run(["squeue", "-h", "-u", "alice", "-o", "%i"], capture_output=True,
+                            text=True, check=True).stdout.split()
+    for options in ({"gpus": 64}, {"gpus": 1, "cmd": "/bin/sh -c 'id'"},
+                    {"gpus": 1, "options": "--uid=0"}, {"gpus": 1, "prologue": "touch /tmp/pwned"},
+                    {"partition": "debug", "hours": 5}, {"hours": 0}, {"partition": "nope"}):
+        response = portal_hub.request("POST", "/users/alice/servers/evil", json={"user_options": options})
+        assert response.status_code == 400, (options, response.text)
+    after = subprocess.run(["squeue", "-h", "-u", "alice", "-o", "%i"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert set(after) <= set(before)  # no job was submitted
+
+
+def test_killing_and_restarting_the_hub_keeps_a_running_server(portal_hub, live_server):
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="survivor", gpus=1, hours=1)
+    job_id = ready_server(portal_hub, "alice", "survivor")["state"]["job_id"]
+    session = portal_login(live_server, "alice")
+    assert session.get(f"{portal_hub.url}/user/alice/survivor/lab").status_code == 200
+
+    portal_hub.kill()
+    # The proxy keeps routing to the server while the hub is down.
+    assert session.get(f"{portal_hub.url}/user/alice/survivor/api/status").status_code == 200
+    portal_hub.command("start")
+
+    server = ready_server(portal_hub, "alice", "survivor", timeout=30)
+    assert server["state"]["job_id"] == job_id
+    assert squeue_state(job_id) == "RUNNING"
+    assert session.get(f"{portal_hub.url}/user/alice/survivor/lab").status_code == 200
+
+
+def test_slurmctld_down_does_not_drop_running_servers(portal_hub, live_server, request):
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="steady", gpus=1, hours=1)
+    job_id = ready_server(portal_hub, "alice", "steady")["state"]["job_id"]
+
+    # The hub polls every 5 s here (HUB_POLL_INTERVAL): 20 s without slurmctld is ~4 failed polls.
+    request.getfixturevalue("slurmctld_stopped")
+    time.sleep(20)
+    server = portal_hub.request("GET", "/users/alice").json()["servers"].get("steady")
+    assert server is not None and server["ready"]
+    assert server["state"]["job_id"] == job_id
+    session = portal_login(live_server, "alice")
+    assert session.get(f"{portal_hub.url}/user/alice/steady/lab").status_code == 200
+
+
+def test_portal_logout_ends_hub_access(portal_hub, live_server):
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="logout", gpus=0, hours=1)
+    ready_server(portal_hub, "alice", "logout")
+    session = portal_login(live_server, "alice")
+    assert session.get(f"{portal_hub.url}/user/alice/logout/lab").status_code == 200
+    assert session.get(f"{portal_hub.url}/user/alice/logout/api/status").status_code == 200
+    assert session.get(f"{portal_hub.url}/hub/home").status_code == 200
+
+    response = session.post(f"{live_server.url}/accounts/logout/",
+                            headers={"X-CSRFToken": session.cookies["csrftoken"],
+                                     "Referer": f"{live_server.url}/"})
+    assert response.ok
+
+    # The server and the hub re-check at their next cycle (HUB_SERVER_AUTH_CACHE and
+    # HUB_AUTH_REFRESH_AGE are 5 s here): the revoked tokens no longer let alice in.
+    time.sleep(6)
+    assert session.get(f"{portal_hub.url}/user/alice/logout/api/status").status_code == 403
+    response = session.get(f"{portal_hub.url}/hub/home")
+    assert "/accounts/login/" in response.url
+
+
+def test_slurm_refusing_the_job_says_why(portal_hub):
+    portal_hub.request("POST", "/users/alice")
+    response = portal_hub.request("POST", "/users/alice/servers/huge", json={"user_options": {"gpus": 5}})
+    assert response.status_code == 400
+    assert "Requested node configuration is not available" in response.json()["message"]
+
+
+def test_workspace_gets_templates_without_clobbering_edits_the_data_mount_and_both_kernels(
+        portal_hub, live_server):
+    home = Path("/home/alice")
+    templates = home / "templates"
+    templates.mkdir(exist_ok=True)
+    edited = templates / "01-gpu-check.ipynb"
+    edited.write_text('{"edited": "by alice"}')
+    (templates / "README.md").unlink(missing_ok=True)
+    subprocess.run(["chown", "-R", "alice", str(templates)], check=True)
+
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="workspace", gpus=0, hours=1)
+    ready_server(portal_hub, "alice", "workspace")
+
+    assert edited.read_text() == '{"edited": "by alice"}'
+    assert (templates / "README.md").exists()  # what was missing comes back
+    assert (templates / "04-r-basics.ipynb").exists()
+    assert (home / "data").resolve() == Path("/data")
+    session = portal_login(live_server, "alice")
+    assert session.get(f"{portal_hub.url}/user/alice/workspace/lab").status_code == 200
+    kernels = session.get(f"{portal_hub.url}/user/alice/workspace/api/kernelspecs").json()["kernelspecs"]
+    assert {"python3", "ir"} <= set(kernels)
+    edited.unlink()
+
+
+def test_idle_culler_stops_an_unused_server_and_the_card_says_so(portal_hub, settings):
+    settings.SERVERS_IDLE_TIMEOUT_SECONDS = CULL_TIMEOUT
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="idle", gpus=0, hours=1)
+    job_id = ready_server(portal_hub, "alice", "idle")["state"]["job_id"]
+    assert card(alice, "idle").state == "ready"  # the portal notes its last activity
+
+    def culled():
+        return "idle" not in (portal_hub.request("GET", "/users/alice").json()["servers"] or {})
+    wait_for(culled, CULL_TIMEOUT + 40, "the idle culler", interval=2)
+    wait_for(lambda: squeue_state(job_id) == "", 20, "the Slurm job to end")
+    assert card(alice, "idle").status == "ended: Stopped by the idle culler"
