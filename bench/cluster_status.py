@@ -9,26 +9,14 @@ RPC counts are deltas of the shared slurmctld, so other traffic during the run s
 
 import argparse
 import json
-import re
 import statistics
 import subprocess
 import time
 import urllib.request
 
+from measure import percentile, rpc_total
+
 PORTAL = "http://127.0.0.1:8000"
-RPC = re.compile(r"^\s+(REQUEST_\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
-
-
-def rpc_total() -> int:
-    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
-    return sum(int(count) for _, count in RPC.findall(out))
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
-
-
 def measure(label: str, views: int, view) -> dict:
     before = rpc_total()
     times = []
@@ -36,7 +24,7 @@ def measure(label: str, views: int, view) -> dict:
         start = time.perf_counter()
         view()
         times.append((time.perf_counter() - start) * 1000)
-    rpcs = rpc_total() - before - 1  # the second sdiag call counts itself
+    rpcs = rpc_total() - before
     return {"how": label, "p50_ms": statistics.median(times), "p99_ms": percentile(times, 99),
             "rpcs": rpcs, "rpcs_per_view": rpcs / views}
 

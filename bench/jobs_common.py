@@ -9,6 +9,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from measure import percentile
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SERVER = os.environ.get("BENCH_DATABASE_SERVER", "postgres://gpuportal:gpuportal@127.0.0.1:5433")
@@ -55,11 +57,6 @@ def history_fill(total: int, users: list, *, state_sql: str | None = None) -> No
                 LATERAL (SELECT now() - (%s - i) * interval '10 seconds' AS t) AS at
         """, [[u.pk for u in users], len(users), templates, total, total])
         cursor.execute("ANALYZE jobs_job")
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 def summary(times_ms: list[float]) -> str:

@@ -12,23 +12,15 @@ long idle window and subtracted.
 
 import argparse
 import asyncio
-import re
 import subprocess
 import time
 
 from batchspawner import SlurmSpawner
+from measure import rpc_total
 
 from spawners.slurm_spawner import PortalSlurmSpawner
 
-RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
 GAP = 0.6
-
-
-def rpc_total() -> int:
-    """Every RPC slurmctld counted so far, except sdiag's own."""
-    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
-    by_type = out.split("by message type")[1].split("by user")[0]
-    return sum(int(count) for name, count in RPC.findall(by_type) if name != "REQUEST_STATS_INFO")
 
 
 def submit(count: int) -> list[str]:

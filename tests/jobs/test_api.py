@@ -9,19 +9,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
-from portal.cluster.models import Node, Partition
 from portal.jobs.models import Job, JobState
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def partitions(db):
-    Partition.objects.create(name="gpu", is_default=True, node_count=1, cpus_total=64)
-    Partition.objects.create(name="debug", max_time=timedelta(hours=1), node_count=1, cpus_total=64)
-    Node.objects.create(name="vm", state="idle", partitions=["gpu", "debug"], cpus_total=64,
-                        memory_mb=515000, gpus={"a100": 4}, gpus_used={"a100": 0})
 
 
 def _client_for(user):

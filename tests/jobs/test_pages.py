@@ -1,23 +1,13 @@
 """Job pages through Django's test client: composer preview and submit, list, detail, clone, cancel."""
 
 import re
-from datetime import timedelta
 
 import pytest
 
-from portal.cluster.models import Node, Partition
 from portal.jobs.models import Job, JobState
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def partitions(db):
-    Partition.objects.create(name="gpu", is_default=True, node_count=1, cpus_total=64)
-    Partition.objects.create(name="debug", max_time=timedelta(hours=1), node_count=1, cpus_total=64)
-    Node.objects.create(name="vm", state="idle", partitions=["gpu", "debug"], cpus_total=64,
-                        memory_mb=515000, gpus={"a100": 4}, gpus_used={"a100": 0})
 
 
 @pytest.fixture

@@ -1,0 +1,18 @@
+"""Shared by the benchmarks: slurmctld RPC counts (from `sdiag`) and percentiles."""
+
+import re
+import subprocess
+
+RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
+
+
+def rpc_total() -> int:
+    """Every RPC slurmctld counted so far, except sdiag's own."""
+    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
+    by_type = out.split("by message type")[1].split("by user")[0]
+    return sum(int(count) for name, count in RPC.findall(by_type) if name != "REQUEST_STATS_INFO")
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
