@@ -25,7 +25,7 @@ def main() -> None:
 
     from portal.accounts.models import User
     from portal.accounts.services import api_token_create
-    from portal.cluster.services import slurm_poll
+    from tests.poll_helpers import slurm_poll
     from portal.jobs.services import job_prepare
 
     assert slurm_poll().error == "", "Slurm must be up"

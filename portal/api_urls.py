@@ -10,13 +10,13 @@ from portal.servers import api as servers_api
 urlpatterns = [
     path("me/", accounts_api.MeApi.as_view(), name="me"),
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="tokens"),
-    path("tokens/<int:token_id>/", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
+    path("tokens/<id:token_id>/", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
     path("cluster/", cluster_api.ClusterApi.as_view(), name="cluster"),
     path("templates/", jobs_api.TemplateListApi.as_view(), name="templates"),
     path("jobs/", jobs_api.JobListCreateApi.as_view(), name="jobs"),
-    path("jobs/<int:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),
-    path("jobs/<int:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="job-cancel"),
-    path("jobs/<int:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
+    path("jobs/<id:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),
+    path("jobs/<id:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="job-cancel"),
+    path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
 ]

@@ -1,8 +1,15 @@
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
-from django.urls import include, path
+from django.urls import include, path, register_converter
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal.core.converters import IdConverter
+
+register_converter(IdConverter, "id")
+
+handler404 = "portal.core.middleware.not_found"
+handler500 = "portal.core.middleware.server_error"
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="cluster:status"), name="home"),

@@ -7,5 +7,5 @@ urlpatterns = [
     path("login/", views.login_view, name="login"),
     path("logout/", views.logout_view, name="logout"),
     path("profile/", views.profile_view, name="profile"),
-    path("profile/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token-revoke"),
+    path("profile/tokens/<id:token_id>/revoke/", views.token_revoke_view, name="token-revoke"),
 ]

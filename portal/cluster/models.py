@@ -9,6 +9,9 @@ class PollStatus(models.Model):
     checked_at = models.DateTimeField(null=True)
     refreshed_at = models.DateTimeField(null=True, help_text="Last successful refresh")
     error = models.TextField(blank=True, help_text="Why the last attempt failed; empty if it did not")
+    malformed_rows = models.PositiveIntegerField(
+        default=0, help_text="Rows of Slurm's output skipped as malformed in the last successful poll")
+    malformed_total = models.PositiveBigIntegerField(default=0, help_text="... and since the portal began")
 
     def __str__(self) -> str:
         return f"checked {self.checked_at}, refreshed {self.refreshed_at}"

@@ -1,14 +1,14 @@
-"""The Slurm poll cycle: one `sinfo` and one `squeue` for the whole cluster, stored for everybody."""
+"""The cluster snapshot: one `sinfo` and one `squeue` for the whole cluster, stored for everybody.
+
+The poll cycle that calls this (and hands the queue on to jobs and servers) is `portal.poll.cycle`."""
 
 import logging
 from collections import Counter, defaultdict
-from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
 from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus, SlurmJob
-from portal.jobs.services import jobs_sync
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import NodeInPartition, QueuedJob
@@ -16,9 +16,12 @@ from slurm.parsing import NodeInPartition, QueuedJob
 logger = logging.getLogger(__name__)
 
 
-def slurm_poll(*, slurm: Slurm | None = None) -> PollStatus:
-    """Ask Slurm once for the cluster's state and store it; on failure keep the last snapshot."""
-    slurm = slurm or Slurm.from_settings()
+def cluster_refresh(*, slurm: Slurm) -> tuple[PollStatus, list[QueuedJob] | None]:
+    """Ask Slurm once for the cluster's state (one `sinfo`, one `squeue`) and store it.
+
+    Returns the status and this cycle's queue, or None for the queue when Slurm did not answer
+    (the last snapshot stays, marked stale by its age). Malformed rows were skipped by the parser
+    and are counted here, for the admin page."""
     status = PollStatus.get()
     status.checked_at = timezone.now()
     try:
@@ -26,16 +29,16 @@ def slurm_poll(*, slurm: Slurm | None = None) -> PollStatus:
         queue = slurm.queue()
     except SlurmError as error:
         logger.warning("Slurm poll failed: %s", error.message)
-        status.error = error.message
+        status.error = error.message or "Slurm did not answer."
         status.save(update_fields=["checked_at", "error"])
-        return status
-    cluster_snapshot_store(nodes=nodes, queue=queue)
+        return status, None
+    cluster_snapshot_store(nodes=nodes.rows, queue=queue.rows)
     status.refreshed_at = status.checked_at
     status.error = ""
+    status.malformed_rows = nodes.malformed + queue.malformed
+    status.malformed_total += status.malformed_rows
     status.save()
-    # Batch jobs follow this cycle's queue (no second squeue) plus at most one sacct.
-    jobs_sync(queue=queue, slurm=slurm, queried_at=status.checked_at)
-    return status
+    return status, queue.rows
 
 
 @transaction.atomic
@@ -94,13 +97,9 @@ def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJo
         SlurmJob(
             job_id=job.job_id, user=job.user, partition=job.partition, state=job.state,
             reason=job.reason[:128], gpus=job.gpus, nodes=job.nodes[:256],
-            start_time=_aware(job.start_time), end_time=_aware(job.end_time),
+            start_time=job.start_time, end_time=job.end_time,
             time_limit=job.time_limit, name=job.name[:256], comment=job.comment[:256],
         )
         for job in queue
     )
 
-
-def _aware(value: datetime | None) -> datetime | None:
-    """Slurm prints the cluster's local time without a zone."""
-    return None if value is None else timezone.make_aware(value)

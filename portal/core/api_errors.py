@@ -1,30 +1,65 @@
-"""One JSON error shape for the whole API: {"detail", "code", "fields"}."""
+"""One JSON error shape for the whole API: {"detail", "code", "fields"}, from one mapping.
 
+PortalError subclasses carry their own status; DRF's own exceptions keep theirs; anything else is
+logged and answered as a JSON 500 (never Django's HTML page).
+"""
+
+import logging
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
+from django.db import DataError
+from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
+
+from portal.core.errors import InvalidInput, PortalError
+
+logger = logging.getLogger(__name__)
 
 
 def _flatten(detail: Any) -> Any:
     if isinstance(detail, dict):
-        return {key: _flatten(value) for key, value in detail.items()}
+        return {str(key): _flatten(value) for key, value in detail.items()}
     if isinstance(detail, list):
         return [_flatten(item) for item in detail]
     return str(detail)
 
 
-def exception_handler(exc: Exception, context: dict) -> Response | None:
-    response = drf_exception_handler(exc, context)
-    if response is None:
-        return None
+def error_body(error: PortalError) -> dict[str, Any]:
+    fields = _flatten(error.fields) if isinstance(error, InvalidInput) else {}
+    return {"detail": error.message, "code": error.code, "fields": fields}
+
+
+def _as_portal_error(exc: Exception) -> PortalError | None:
+    if isinstance(exc, PortalError):
+        return exc
     if isinstance(exc, exceptions.ValidationError):
         fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        body = {"detail": "Invalid input.", "code": "invalid", "fields": _flatten(fields)}
-    else:
-        detail = getattr(exc, "detail", str(exc))
-        code = detail.code if isinstance(detail, exceptions.ErrorDetail) else "error"
-        body = {"detail": str(detail), "code": code, "fields": {}}
-    response.data = body
-    return response
+        return InvalidInput(fields)
+    if isinstance(exc, DataError):
+        # A value the database cannot hold (validators should have caught it first).
+        return InvalidInput({"non_field_errors": ["A value is out of range."]})
+    return None
+
+
+def exception_handler(exc: Exception, context: dict) -> Response:
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    portal_error = _as_portal_error(exc)
+    if portal_error is not None:
+        return Response(error_body(portal_error), status=portal_error.status)
+    if isinstance(exc, exceptions.APIException):
+        detail = exc.detail
+        code = detail.code if isinstance(detail, exceptions.ErrorDetail) else exc.default_code
+        response = Response({"detail": str(detail), "code": code, "fields": {}}, status=exc.status_code)
+        if auth := getattr(exc, "auth_header", None):
+            response["WWW-Authenticate"] = auth
+        if wait := getattr(exc, "wait", None):
+            response["Retry-After"] = str(int(wait))
+        return response
+    logger.exception("unhandled error in %s", context.get("view"))
+    return Response({"detail": "Internal error; it has been logged.", "code": "server_error",
+                     "fields": {}}, status=500)

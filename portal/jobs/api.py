@@ -1,12 +1,13 @@
-from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, status
+from rest_framework import status
 from rest_framework.generics import ListAPIView
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.core.errors import NotFound
+from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job
 from portal.jobs.selectors import JobFilters, job_get, job_list, partition_limits_list
@@ -19,25 +20,16 @@ from portal.jobs.serializers import (
     JobSubmitInputSerializer,
     TemplateCatalogSerializer,
 )
-from portal.jobs.services import (
-    JobInvalid,
-    JobNotCancellable,
-    LogUnavailable,
-    job_cancel,
-    job_log_read,
-    job_submit,
-)
+from portal.jobs.services.logs import job_log_read
+from portal.jobs.services.submission import job_cancel, job_submit
 
-
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
+_NOT_FOUND = OpenApiResponse(description="No such job, or another user's")
 
 
 def _job_or_404(request: Request, job_id: int) -> Job:
     job = job_get(user=request.user, job_id=job_id)
     if job is None:
-        raise Http404
+        raise NotFound("No such job.")
     return job
 
 
@@ -78,49 +70,51 @@ class JobListCreateApi(ListAPIView):
     def get(self, request: Request, *args: object, **kwargs: object) -> Response:
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(request=JobSubmitInputSerializer,
-                   responses={201: JobDetailSerializer, 400: OpenApiResponse(description="Invalid input: "
-                              "nothing was submitted")},
-                   summary="Submit a job from a template (sbatch as you)")
+    @extend_schema(request=JobSubmitInputSerializer, parameters=[IDEMPOTENCY_PARAMETER],
+                   responses={201: JobDetailSerializer,
+                              400: OpenApiResponse(description="Invalid input: nothing was submitted"),
+                              409: OpenApiResponse(description="Idempotency-Key reused with another body")},
+                   summary="Submit a job from a template (sbatch as you, in the background)",
+                   description="The job is stored and answered at once, `QUEUED_IN_PORTAL` until a "
+                               "worker's `sbatch` makes it `PENDING` (or `REJECTED` with Slurm's message).")
     def post(self, request: Request) -> Response:
+        key = idempotency_key(request)
         data = JobSubmitInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            job = job_submit(user=request.user, template=data.validated_data["template"],
-                             parameters=data.validated_data["parameters"],
-                             name=data.validated_data.get("name") or None)
-        except JobInvalid as invalid:
-            raise exceptions.ValidationError(invalid.fields) from invalid
+        job = job_submit(user=request.user, template=data.validated_data["template"],
+                         parameters=data.validated_data["parameters"],
+                         name=data.validated_data.get("name") or None, idempotency_key=key,
+                         request_digest=request_digest(data.validated_data))
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 
 class JobDetailApi(APIView):
-    @extend_schema(responses=JobDetailSerializer, summary="One job, with its parameters and script")
+    @extend_schema(responses={200: JobDetailSerializer, 404: _NOT_FOUND},
+                   summary="One job, with its parameters and script")
     def get(self, request: Request, job_id: int) -> Response:
         return Response(JobDetailSerializer(_job_or_404(request, job_id)).data)
 
 
 class JobCancelApi(APIView):
-    @extend_schema(request=None, responses={202: JobDetailSerializer},
+    @extend_schema(request=None, responses={
+        202: JobDetailSerializer, 404: _NOT_FOUND,
+        409: OpenApiResponse(description="The job has already ended"),
+        503: OpenApiResponse(description="Slurm is unreachable: nothing was cancelled")},
                    summary="Cancel a job (scancel as its owner); the state follows at the next poll")
     def post(self, request: Request, job_id: int) -> Response:
-        try:
-            job = job_cancel(job=_job_or_404(request, job_id))
-        except JobNotCancellable as error:
-            raise Conflict(str(error)) from error
+        job = job_cancel(job=_job_or_404(request, job_id))
         return Response(JobDetailSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class JobLogApi(APIView):
-    @extend_schema(parameters=[JobLogInputSerializer], responses=JobLogSerializer,
+    @extend_schema(parameters=[JobLogInputSerializer], responses={
+        200: JobLogSerializer, 404: _NOT_FOUND,
+        409: OpenApiResponse(description="The file is not the job's own regular file")},
                    summary="A chunk of the job's stdout or stderr from `offset`")
     def get(self, request: Request, job_id: int) -> Response:
         job = _job_or_404(request, job_id)
         data = JobLogInputSerializer(data=request.query_params)
         data.is_valid(raise_exception=True)
-        try:
-            chunk = job_log_read(job=job, stream=data.validated_data["stream"],
-                                 offset=data.validated_data["offset"])
-        except LogUnavailable as error:
-            raise Conflict(str(error)) from error
+        chunk = job_log_read(job=job, stream=data.validated_data["stream"],
+                             offset=data.validated_data["offset"])
         return Response(JobLogSerializer(chunk).data)

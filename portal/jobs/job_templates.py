@@ -31,6 +31,8 @@ PATH_PATTERN = r"^(/[A-Za-z0-9._+@-]+)*/?$"
 _SBATCH_LINE = re.compile(r"^\s*#\s*SBATCH", re.IGNORECASE | re.MULTILINE)
 # Parameters every template gets; a template may not redefine them.
 BUILTIN_PARAMETERS = ("partition", "time_limit", "modules", "container")
+# The bound of a number parameter whose template names none: fits a 32-bit int, and any shell.
+NUMBER_LIMIT = 2**31 - 1
 TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments")
 
 
@@ -89,11 +91,20 @@ class Parameter:
                 return None
         return getattr(self, f"_clean_{self.type}")(raw)
 
+    @property
+    def lower(self) -> float:
+        """Every number is bounded, in the schema and here, even where a template names no bound."""
+        return -NUMBER_LIMIT if self.minimum is None else self.minimum
+
+    @property
+    def upper(self) -> float:
+        return NUMBER_LIMIT if self.maximum is None else self.maximum
+
     def _bounds(self, value: float) -> None:
-        if self.minimum is not None and value < self.minimum:
-            raise ParameterInvalid(f"Must be at least {self.minimum:g}.")
-        if self.maximum is not None and value > self.maximum:
-            raise ParameterInvalid(f"Must be at most {self.maximum:g}.")
+        if value < self.lower:
+            raise ParameterInvalid(f"Must be at least {self.lower:g}.")
+        if value > self.upper:
+            raise ParameterInvalid(f"Must be at most {self.upper:g}.")
 
     def _clean_integer(self, raw: Any) -> int:
         if isinstance(raw, bool) or not isinstance(raw, int | str):
@@ -182,10 +193,8 @@ class Parameter:
             schema["contentMediaType"] = "text/x-shellscript"
         if self.type == "arguments":
             schema["description"] = f"{self.help} (split into arguments like a shell would)".strip()
-        if self.minimum is not None:
-            schema["minimum"] = self.minimum
-        if self.maximum is not None:
-            schema["maximum"] = self.maximum
+        if self.type in ("integer", "number"):
+            schema.update(minimum=self.lower, maximum=self.upper)
         if self.default is not None:
             schema["default"] = self.default
         return schema
@@ -225,7 +234,7 @@ def builtin_parameters() -> tuple[Parameter, ...]:
         Parameter("partition", "string", label="Partition", pattern=r"^[A-Za-z0-9_.-]*$",
                   help="Slurm partition; empty means the cluster's default.", default=""),
         Parameter("time_limit", "integer", label="Time limit (minutes)", minimum=1,
-                  default=settings.JOBS_DEFAULT_TIME_MINUTES,
+                  maximum=settings.SITE_MAX_WALLTIME_MINUTES, default=settings.JOBS_DEFAULT_TIME_MINUTES,
                   help="Wall-clock limit; at most the partition's maximum."),
         Parameter("modules", "string", label="Environment modules", default="",
                   pattern=r"^[A-Za-z0-9._/+-]+( [A-Za-z0-9._/+-]+)*$|^$",

@@ -67,11 +67,18 @@ class Job(models.Model):
     exit_signal = models.IntegerField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The client's Idempotency-Key and a digest of its request (portal.core.idempotency).
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    request_digest = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
         # Lists page newest first by (submitted_at, id) with a cursor (no COUNT(*)); each filter has
         # an index that serves both the filter and the order, date ranges included.
+        constraints = [
+            models.UniqueConstraint(fields=["user", "idempotency_key"], name="uniq_job_idempotency_key",
+                                    condition=~models.Q(idempotency_key="")),
+        ]
         indexes = [
             models.Index(fields=["user", "-submitted_at", "-id"], name="job_user_recent"),
             models.Index(fields=["user", "state", "-submitted_at", "-id"], name="job_user_state_recent"),

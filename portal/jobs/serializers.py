@@ -88,7 +88,7 @@ class JobDetailSerializer(JobSerializer):
 
 class JobLogInputSerializer(serializers.Serializer):
     stream = serializers.ChoiceField(choices=["stdout", "stderr"], default="stdout")
-    offset = serializers.IntegerField(min_value=0, default=0)
+    offset = serializers.IntegerField(min_value=0, max_value=2**62, default=0)
 
 
 class JobLogSerializer(serializers.Serializer):

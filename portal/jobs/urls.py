@@ -7,6 +7,6 @@ urlpatterns = [
     path("", views.job_list_view, name="list"),
     path("new/", views.template_pick_view, name="pick"),
     path("new/<slug:slug>/", views.job_compose_view, name="compose"),
-    path("<int:job_id>/", views.job_detail_view, name="detail"),
-    path("<int:job_id>/cancel/", views.job_cancel_view, name="cancel"),
+    path("<id:job_id>/", views.job_detail_view, name="detail"),
+    path("<id:job_id>/cancel/", views.job_cancel_view, name="cancel"),
 ]

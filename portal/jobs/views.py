@@ -15,10 +15,13 @@ from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_POST
 
 from portal.cluster.models import PollStatus
+from portal.core.converters import id_or_none
+from portal.core.errors import Conflict, InvalidInput
 from portal.jobs.job_templates import JobTemplate, Parameter, catalog
 from portal.jobs.models import Job, JobState
 from portal.jobs.selectors import JobFilters, job_get, job_list, partition_limits_list
-from portal.jobs.services import JobInvalid, JobNotCancellable, job_cancel, job_prepare, job_submit
+from portal.jobs.services.prepare import job_prepare
+from portal.jobs.services.submission import job_cancel, job_submit
 
 PAGE_SIZE = 50
 
@@ -43,12 +46,11 @@ def job_list_view(request: HttpRequest) -> HttpResponse:
     )
     jobs = job_list(user=request.user, filters=filters)
     # Keyset pages ("older than job N"): no COUNT(*) over a long history.
-    older_than = query.get("before", "")
-    last = (Job.objects.filter(pk=int(older_than)).values("submitted_at").first()
-            if older_than.isdigit() else None)
+    older_than = id_or_none(query.get("before", ""))
+    last = Job.objects.filter(pk=older_than).values("submitted_at").first() if older_than else None
     if last is not None:
         jobs = jobs.filter(Q(submitted_at__lt=last["submitted_at"])
-                           | Q(submitted_at=last["submitted_at"], pk__lt=int(older_than)))
+                           | Q(submitted_at=last["submitted_at"], pk__lt=older_than))
     page = list(jobs[:PAGE_SIZE + 1])
     more = len(page) > PAGE_SIZE
     page = page[:PAGE_SIZE]
@@ -116,19 +118,18 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
             if request.POST.get("action") == "submit":
                 job = job_submit(user=request.user, template=slug, parameters=values, name=name or None,
                                  job_uuid=job_uuid)
-                messages.info(request, f"Job {job.name} submitted." if job.slurm_job_id else
-                              f"Job {job.name}: {job.get_state_display()}. {job.reason}")
+                messages.info(request, f"Job {job.name} submitted: {job.get_state_display().lower()}.")
                 return redirect("jobs:detail", job_id=job.pk)
             preview = job_prepare(user=request.user, template=slug, parameters=values, name=name or None,
                                   job_uuid=job_uuid).script
-        except JobInvalid as invalid:
+        except InvalidInput as invalid:
             errors = invalid.fields
     else:
         job_uuid = uuid.uuid4()
         values = {p.name: p.default for p in template.parameters}
         name = template.slug
-        clone_id = request.GET.get("clone", "")
-        if clone_id.isdigit() and (original := job_get(user=request.user, job_id=int(clone_id))):
+        clone_id = id_or_none(request.GET.get("clone", ""))
+        if clone_id and (original := job_get(user=request.user, job_id=clone_id)):
             values.update({k: v for k, v in original.parameters.items() if template.parameter(k)})
             name = original.name
     parameter_errors = errors.get("parameters", {}) if isinstance(errors.get("parameters"), dict) else {}
@@ -155,6 +156,6 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
     try:
         job_cancel(job=job)
         messages.info(request, "Cancellation requested.")
-    except JobNotCancellable as error:
-        messages.info(request, str(error))
+    except Conflict as error:
+        messages.info(request, error.message)
     return redirect("jobs:detail", job_id=job.pk)

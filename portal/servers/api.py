@@ -1,24 +1,20 @@
-from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.servers.selectors import server_cards, server_get
+from portal.core.errors import NotFound
+from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
+from portal.servers.selectors import server_card, server_cards, server_get
 from portal.servers.serializers import SessionCreateSerializer, SessionSerializer
-from portal.servers.services import ServerRefused, server_start, server_stop, servers_refresh
+from portal.servers.services import server_start, server_stop, servers_refresh
 
-
-class HubUnavailableError(exceptions.APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_code = "hub_unavailable"
-
-
-def _refused(error: ServerRefused) -> exceptions.APIException:
-    if error.unavailable:
-        return HubUnavailableError(error.message)
-    return exceptions.ValidationError({"non_field_errors": [error.message]})
+_ERRORS = {
+    400: OpenApiResponse(description="Invalid options (`fields` names each), or the hub refused"),
+    409: OpenApiResponse(description="Idempotency-Key reused with a different body"),
+    503: OpenApiResponse(description="JupyterHub did not answer"),
+}
 
 
 def _cards(request: Request) -> list:
@@ -30,36 +26,35 @@ class SessionListApi(APIView):
     def get(self, request: Request) -> Response:
         return Response(SessionSerializer(_cards(request), many=True).data)
 
-    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer},
+    @extend_schema(request=SessionCreateSerializer, parameters=[IDEMPOTENCY_PARAMETER],
+                   responses={201: SessionSerializer, **_ERRORS},
                    summary="Start a notebook server (same options and checks as the server page)")
     def post(self, request: Request) -> Response:
+        key = idempotency_key(request)
         serializer = SessionCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            server = server_start(user=request.user, **serializer.validated_data)
-        except DjangoValidationError as error:
-            raise exceptions.ValidationError(error.message_dict) from error
-        except ServerRefused as error:
-            raise _refused(error) from error
-        card = next(card for card in _cards(request) if card.name == server.name and card.active)
+        server = server_start(user=request.user, idempotency_key=key,
+                              request_digest=request_digest(serializer.validated_data),
+                              **serializer.validated_data)
+        card = server_card(server=server, hub_servers=servers_refresh(user=request.user))
         return Response(SessionSerializer(card).data, status=status.HTTP_201_CREATED)
 
 
 class SessionDetailApi(APIView):
-    @extend_schema(responses=SessionSerializer, summary="One of your notebook servers")
+    @extend_schema(responses={200: SessionSerializer, 404: OpenApiResponse(description="No such server")},
+                   summary="One of your notebook servers")
     def get(self, request: Request, name: str) -> Response:
         card = next((card for card in _cards(request) if card.name == name), None)
         if card is None:
-            raise exceptions.NotFound("No such server.")
+            raise NotFound("No such server.")
         return Response(SessionSerializer(card).data)
 
-    @extend_schema(responses={204: None}, summary="Stop a notebook server (cancels its Slurm job)")
+    @extend_schema(responses={204: None, 404: OpenApiResponse(description="No such server"),
+                              503: OpenApiResponse(description="JupyterHub did not answer")},
+                   summary="Stop a notebook server (cancels its Slurm job)")
     def delete(self, request: Request, name: str) -> Response:
         server = server_get(user=request.user, name=name)
         if server is None:
-            raise exceptions.NotFound("No such server.")
-        try:
-            server_stop(server=server)
-        except ServerRefused as error:
-            raise _refused(error) from error
+            raise NotFound("No such server.")
+        server_stop(server=server)
         return Response(status=status.HTTP_204_NO_CONTENT)

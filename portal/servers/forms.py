@@ -1,4 +1,5 @@
 from django import forms
+from django.conf import settings
 
 from portal.cluster.models import Partition
 
@@ -9,10 +10,11 @@ class ServerStartForm(forms.Form):
     name = forms.CharField(max_length=30, initial="my-server",
                            help_text="Lowercase letters, digits and hyphens.")
     partition = forms.ChoiceField(choices=())
-    gpus = forms.IntegerField(label="GPUs", initial=1)
-    hours = forms.FloatField(label="Session time (hours)", required=False,
+    gpus = forms.IntegerField(label="GPUs", initial=1, min_value=0, max_value=1024)
+    hours = forms.FloatField(label="Session time (hours)", required=False, min_value=0,
+                             max_value=settings.SITE_MAX_WALLTIME_MINUTES / 60,
                              help_text="Default 8 h, at most the partition's limit.")
-    nodes = forms.IntegerField(initial=1, min_value=1)
+    nodes = forms.IntegerField(initial=1, min_value=1, max_value=1024)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)

@@ -29,12 +29,17 @@ class NotebookServer(models.Model):
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=16, choices=EndReason.choices, blank=True)
+    # The client's Idempotency-Key and a digest of its request (portal.core.idempotency).
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    request_digest = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["user", "name"], condition=Q(ended_at__isnull=True),
                                     name="uniq_active_server_name"),
+            models.UniqueConstraint(fields=["user", "idempotency_key"], name="uniq_server_idempotency_key",
+                                    condition=~Q(idempotency_key="")),
         ]
 
     def __str__(self) -> str:

@@ -57,6 +57,13 @@ def server_cards(*, user: User, hub_servers: dict[str, HubServer] | None) -> lis
                   hub_known=hub_servers is not None) for row in rows]
 
 
+def server_card(*, server: NotebookServer, hub_servers: dict[str, HubServer] | None) -> ServerCard:
+    """The card of one server, ended long ago or not (an idempotent replay may ask for any)."""
+    job = SlurmJob.objects.filter(job_id=server.job_id).first() if server.job_id else None
+    hub = (hub_servers or {}).get(server.name) if server.ended_at is None else None
+    return _card(server, hub, job, timezone.now(), hub_known=hub_servers is not None)
+
+
 def server_get(*, user: User, name: str) -> NotebookServer | None:
     return NotebookServer.objects.filter(user=user, name=name, ended_at__isnull=True).first()
 

@@ -1,3 +1,4 @@
+from django.conf import settings
 from rest_framework import serializers
 
 from portal.servers.services import SERVER_NAME
@@ -29,9 +30,12 @@ class SessionCreateSerializer(serializers.Serializer):
     name = serializers.RegexField(SERVER_NAME, max_length=30, default="my-server",
                                   help_text="1-30 lowercase letters, digits or hyphens")
     partition = serializers.CharField(required=False, help_text="Default: the cluster's default partition")
-    gpus = serializers.IntegerField(default=1)
-    hours = serializers.FloatField(required=False, help_text="Default 8 h, at most the partition's limit")
-    nodes = serializers.IntegerField(default=1)
+    # Static bounds for the schema; the partition's own limits are checked by the service.
+    gpus = serializers.IntegerField(default=1, min_value=0, max_value=1024)
+    hours = serializers.FloatField(
+        required=False, min_value=0, max_value=settings.SITE_MAX_WALLTIME_MINUTES / 60,
+        help_text="Default 8 h; at most the partition's limit, or the site's maximum where it has none")
+    nodes = serializers.IntegerField(default=1, min_value=1, max_value=1024)
 
     def validate(self, attrs: dict) -> dict:
         unknown = sorted(set(self.initial_data) - set(self.fields))

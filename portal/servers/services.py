@@ -3,18 +3,20 @@
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
 from portal.cluster.models import Partition, SlurmJob
+from portal.core.errors import InvalidInput, Unavailable
+from portal.core.idempotency import idempotent_replay
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
+from slurm.parsing import AccountedJob, QueuedJob
 
 logger = logging.getLogger(__name__)
 
@@ -22,13 +24,15 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,29}$")
 
 
-class ServerRefused(Exception):
-    """The hub or Slurm refused the server; `message` says why, fit for the user."""
+# The hub names a server's Slurm job after it (spawners.slurm_spawner.req_job_name).
+JOB_NAME_PREFIX = "jupyterhub:"
 
-    def __init__(self, message: str, *, unavailable: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.unavailable = unavailable
+
+def _hub_error(error: HubError) -> Exception:
+    """The hub's answer, in the portal's error hierarchy."""
+    if isinstance(error, HubUnavailable):
+        return Unavailable(error.message, code="hub_unavailable")
+    return InvalidInput({"non_field_errors": [f"The server was refused: {error.message}"]})
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ def server_options_clean(*, user: User, name: str, partition: str | None, gpus: 
     if chosen is None:
         errors["partition"] = (f"Unknown partition {partition!r}." if partition
                                else "No partition known yet: the cluster has not been polled.")
-        raise ValidationError(errors)
+        raise InvalidInput({field: [message] for field, message in errors.items()})
 
     active = NotebookServer.objects.filter(user=user, ended_at__isnull=True)
     partition_gpus = sum(gpu.total for gpu in chosen.gpus.all())
@@ -65,13 +69,15 @@ def server_options_clean(*, user: User, name: str, partition: str | None, gpus: 
         errors["gpus"] = (f"Your quota is {settings.SERVERS_MAX_GPUS_PER_USER} GPUs across your servers; "
                           f"{in_use} are in use.")
 
-    limit_hours = None if chosen.max_time is None else chosen.max_time.total_seconds() / 3600
+    # A partition without a time limit still has the site's maximum.
+    site_hours = settings.SITE_MAX_WALLTIME_MINUTES / 60
+    limit_hours = site_hours if chosen.max_time is None else min(chosen.max_time.total_seconds() / 3600,
+                                                                 site_hours)
     if hours is None:
-        hours = settings.SERVERS_DEFAULT_HOURS if limit_hours is None else min(
-            settings.SERVERS_DEFAULT_HOURS, limit_hours)
-    if hours <= 0:
+        hours = min(settings.SERVERS_DEFAULT_HOURS, limit_hours)
+    if not hours > 0:
         errors["hours"] = "The session time must be more than 0 hours."
-    elif limit_hours is not None and hours > limit_hours:
+    elif hours > limit_hours:
         errors["hours"] = f"Partition {chosen.name} allows at most {limit_hours:g} h."
 
     if not 1 <= nodes <= max(chosen.node_count, 1):
@@ -81,15 +87,34 @@ def server_options_clean(*, user: User, name: str, partition: str | None, gpus: 
     elif active.count() >= settings.SERVERS_MAX_PER_USER:
         errors["name"] = f"You can run at most {settings.SERVERS_MAX_PER_USER} servers at once."
     if errors:
-        raise ValidationError(errors)
+        raise InvalidInput({field: [message] for field, message in errors.items()})
     return ServerOptions(name=name, partition=chosen.name, gpus=gpus, hours=hours, nodes=nodes)
 
 
 def server_start(*, user: User, name: str, partition: str | None = None, gpus: int = 1,
-                 hours: float | None = None, nodes: int = 1, hub: JupyterHub | None = None) -> NotebookServer:
-    """Validate, ask the hub for the server, and record it. Raises ValidationError or ServerRefused."""
+                 hours: float | None = None, nodes: int = 1, idempotency_key: str = "",
+                 request_digest: str = "", hub: JupyterHub | None = None) -> NotebookServer:
+    """Validate, record the server (which claims its name), then ask the hub for it.
+
+    Raises InvalidInput (also when the hub refuses) or Unavailable (the hub does not answer); the
+    record is removed again then, so nothing half-made stays behind."""
+    mine = NotebookServer.objects.filter(user=user)
+    if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
+        return existing
     options = server_options_clean(user=user, name=name, partition=partition, gpus=gpus, hours=hours,
                                    nodes=nodes)
+    try:
+        with transaction.atomic():
+            server = NotebookServer.objects.create(
+                user=user, name=options.name, partition=options.partition, gpus=options.gpus,
+                hours=options.hours, nodes=options.nodes, idempotency_key=idempotency_key,
+                request_digest=request_digest,
+            )
+    except IntegrityError:
+        # A concurrent request: the same Idempotency-Key, or the same server name.
+        if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
+            return existing
+        raise InvalidInput({"name": [f"You already have a server named {options.name}."]}) from None
     hub = hub or JupyterHub.from_settings()
     try:
         hub.user_ensure(user.username)
@@ -97,14 +122,10 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
             "partition": options.partition, "gpus": options.gpus, "hours": options.hours,
             "nodes": options.nodes,
         })
-    except HubUnavailable as error:
-        raise ServerRefused(error.message, unavailable=True) from error
     except HubError as error:
-        raise ServerRefused(error.message) from error
-    return NotebookServer.objects.create(
-        user=user, name=options.name, partition=options.partition, gpus=options.gpus,
-        hours=options.hours, nodes=options.nodes,
-    )
+        server.delete()
+        raise _hub_error(error) from error
+    return server
 
 
 def server_stop(*, server: NotebookServer, hub: JupyterHub | None = None) -> NotebookServer:
@@ -114,10 +135,8 @@ def server_stop(*, server: NotebookServer, hub: JupyterHub | None = None) -> Not
     server.save(update_fields=["stop_requested_at"])
     try:
         hub.server_stop(server.user.username, server.name)
-    except HubUnavailable as error:
-        raise ServerRefused(error.message, unavailable=True) from error
     except HubError as error:
-        raise ServerRefused(error.message) from error
+        raise _hub_error(error) from error
     server.ended_at = timezone.now()
     server.end_reason = NotebookServer.EndReason.STOPPED
     server.save(update_fields=["ended_at", "end_reason"])
@@ -141,7 +160,9 @@ def servers_refresh(*, user: User, hub: JupyterHub | None = None) -> dict[str, H
 
 @transaction.atomic
 def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
-    """Adopt servers started at the hub directly, record job ids, and end what the hub no longer runs."""
+    """Adopt servers started at the hub directly, record job ids, and end what the hub no longer
+    runs and never had a Slurm job for; those with one are ended by the poll cycle, from Slurm's
+    own record (`servers_apply_accounting`)."""
     now = timezone.now()
     active = {s.name: s for s in NotebookServer.objects.select_for_update().filter(
         user=user, ended_at__isnull=True)}
@@ -158,9 +179,11 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
     for name, server in active.items():
         hub_server = hub_servers.get(name)
         if hub_server is None:
-            server.ended_at = now
-            server.end_reason = _end_reason(server, now)
-            server.save(update_fields=["ended_at", "end_reason"])
+            if not server.job_id:
+                server.ended_at = now
+                server.end_reason = (NotebookServer.EndReason.STOPPED if server.stop_requested_at
+                                     else NotebookServer.EndReason.ENDED)
+                server.save(update_fields=["ended_at", "end_reason"])
             continue
         job = jobs.get(hub_server.job_id)
         server.job_id = hub_server.job_id or server.job_id
@@ -169,19 +192,53 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
         server.save(update_fields=["job_id", "last_activity", "ends_at"])
 
 
-def _end_reason(server: NotebookServer, now: datetime) -> str:
+def servers_apply_queue(*, queue: list[QueuedJob]) -> list[NotebookServer]:
+    """The poll cycle, for every user's active servers: record the Slurm job and its end time from
+    this cycle's squeue (a job is found by id, or by owner and the hub's job name before the portal
+    knows its id). Returns the servers whose job has left the queue: accounting says how it ended."""
+    by_id = {row.job_id: row for row in queue}
+    by_name = {(row.user, row.name): row for row in queue if row.name.startswith(JOB_NAME_PREFIX)}
+    left = []
+    for server in NotebookServer.objects.filter(ended_at__isnull=True).select_related("user"):
+        row = by_id.get(server.job_id) if server.job_id else by_name.get(
+            (server.user.username, f"{JOB_NAME_PREFIX}{server.name}"))
+        if row is None:
+            if server.job_id:
+                left.append(server)
+            continue
+        ends_at = row.end_time if row.state == "RUNNING" else server.ends_at
+        if (server.job_id, server.ends_at) != (row.job_id, ends_at):
+            NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
+                job_id=row.job_id, ends_at=ends_at)
+    return left
+
+
+def servers_apply_accounting(*, servers: list[NotebookServer], rows: list[AccountedJob]) -> int:
+    """End servers whose job left the queue, at the time Slurm recorded and for the reason it
+    gives; returns how many. A record that is not complete yet is asked for again next cycle."""
+    by_id = {row.job_id: row for row in rows}
+    ended = 0
+    for server in servers:
+        row = by_id.get(server.job_id)
+        if row is None or row.end_time is None or row.base_state in ("PENDING", "RUNNING", "REQUEUED"):
+            continue
+        ended += NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
+            ended_at=row.end_time, end_reason=_end_reason(server, row))
+    return ended
+
+
+def _end_reason(server: NotebookServer, row: AccountedJob) -> str:
     reasons = NotebookServer.EndReason
+    if row.base_state == "TIMEOUT":
+        return reasons.TIME_LIMIT
     if server.stop_requested_at is not None:
         return reasons.STOPPED
-    # Unseen while running: it cannot have ended before its time counted from the request, nor
-    # been idle since before it.
-    ends_at = server.ends_at or server.created_at + timedelta(hours=server.hours)
-    slack = timedelta(seconds=settings.SLURM_POLL_SECONDS * 2)  # the poll sees the end this late
-    if now >= ends_at - slack:
-        return reasons.TIME_LIMIT
-    idle_since = server.last_activity or server.created_at
-    if now - idle_since >= timedelta(seconds=settings.SERVERS_IDLE_TIMEOUT_SECONDS):
-        return reasons.IDLE
+    if row.base_state == "CANCELLED":
+        # Nobody asked through the portal: the idle culler, if the server had been idle that long.
+        idle_since = server.last_activity or server.created_at
+        idle = timedelta(seconds=settings.SERVERS_IDLE_TIMEOUT_SECONDS - 2 * settings.SLURM_POLL_SECONDS)
+        if row.end_time - idle_since >= idle:
+            return reasons.IDLE
     return reasons.ENDED
 
 

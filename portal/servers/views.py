@@ -1,13 +1,13 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.core.errors import InvalidInput, PortalError
 from portal.servers.forms import ServerStartForm
 from portal.servers.selectors import server_cards, server_get
-from portal.servers.services import ServerRefused, server_start, server_stop, servers_refresh
+from portal.servers.services import server_start, server_stop, servers_refresh
 
 
 @login_required
@@ -17,11 +17,11 @@ def server_list_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             server = server_start(user=request.user, **form.cleaned_data)
-        except ValidationError as error:
-            for field, errors in error.message_dict.items():
+        except InvalidInput as error:
+            for field, errors in error.fields.items():
                 form.add_error(field if field in form.fields else None, errors)
-        except ServerRefused as error:
-            form.add_error(None, f"The server was refused: {error.message}")
+        except PortalError as error:
+            form.add_error(None, error.message)
         else:
             messages.success(request, f"Starting {server.name}.")
             return redirect("servers:list")
@@ -42,7 +42,7 @@ def server_stop_view(request: HttpRequest, name: str) -> HttpResponse:
         raise Http404("No such server.")
     try:
         server_stop(server=server)
-    except ServerRefused as error:
+    except PortalError as error:
         messages.error(request, f"Could not stop {name}: {error.message}")
     else:
         messages.success(request, f"Stopped {name}.")

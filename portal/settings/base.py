@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "oauth2_provider",
     "portal.servers",
     "portal.jobs",
+    "portal.poll",
 ]
 
 MIDDLEWARE = [
@@ -44,6 +45,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "portal.core.middleware.PortalErrorMiddleware",
     # Last, as django-axes requires.
     "axes.middleware.AxesMiddleware",
 ]
@@ -115,7 +117,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_BEAT_SCHEDULE = {
     "slurm-poll": {
-        "task": "portal.cluster.tasks.slurm_poll",
+        "task": "portal.poll.tasks.poll_cycle",
         "schedule": SLURM_POLL_SECONDS,
         # A cycle that could not start in time is dropped: the next one asks afresh.
         "options": {"expires": SLURM_POLL_SECONDS},
@@ -131,6 +133,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.core.api_errors.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.core.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
 }
@@ -151,6 +158,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Hostile bodies: refused before they are decoded (400), never a RecursionError.
+API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=1024 * 1024)
+API_MAX_JSON_DEPTH = env.int("API_MAX_JSON_DEPTH", default=32)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", default="UTC")
 USE_I18N = True
@@ -169,6 +181,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
 
+# --- Walltime: the longest job or session on a partition without a time limit (default 7 days) ---
+SITE_MAX_WALLTIME_MINUTES = env.int("SITE_MAX_WALLTIME_MINUTES", default=7 * 24 * 60)
+
 # --- Batch jobs (portal.jobs) ---
 # One folder per template (template.toml + script.sh.j2); checked at startup.
 JOBS_TEMPLATES_DIR = env("JOBS_TEMPLATES_DIR", default=str(BASE_DIR / "templates" / "jobs"))
@@ -182,6 +197,10 @@ JOBS_PARTITION_RESOURCES = {
 }
 # A submission that found Slurm unreachable is retried by the poll cycle after this long.
 JOBS_RETRY_SECONDS = env.float("JOBS_RETRY_SECONDS", default=SLURM_TIMEOUT_SECONDS + 10)
+# Whoever submits a job holds it this long: longer than the worst case of the two Slurm calls it
+# covers (mkdir and sbatch as the user, each killed at SLURM_TIMEOUT_SECONDS), so a claim never
+# runs out while its sbatch may still be running.
+JOBS_SUBMIT_LEASE_SECONDS = env.float("JOBS_SUBMIT_LEASE_SECONDS", default=2 * SLURM_TIMEOUT_SECONDS + 30)
 JOBS_LOG_CHUNK_BYTES = 64 * 1024
 
 # --- Notebook servers (portal.servers) through JupyterHub (spawners/), which logs in via OAuth2 ---

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from portal.cluster.services import slurm_poll
 from portal.jobs.models import Job, JobState
+from tests.poll_helpers import slurm_poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from portal.cluster.models import Partition
-from portal.cluster.services import slurm_poll
+from tests.poll_helpers import slurm_poll
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from portal.cluster.models import Partition
-from portal.cluster.services import slurm_poll
 from slurm.errors import SlurmUnreachable
-from slurm.parsing import NodeInPartition, QueuedJob
+from slurm.parsing import NodeInPartition, Parsed, QueuedJob
+from tests.poll_helpers import slurm_poll
 
 
 def _node(partition, *, default=False, state="mixed", used=1, gpus=4):
@@ -39,11 +39,11 @@ class FakeSlurm:
         self.calls.append("sinfo")
         if self.error:
             raise self.error
-        return self.nodes_result
+        return Parsed(rows=self.nodes_result)
 
     def queue(self):
         self.calls.append("squeue")
-        return self.queue_result
+        return Parsed(rows=self.queue_result)
 
 
 @pytest.mark.django_db

@@ -5,9 +5,9 @@ from datetime import timedelta
 import pytest
 
 from portal.cluster.models import Node, Partition
-from portal.cluster.services import slurm_poll
 from portal.jobs.models import IN_SLURM_STATES, Job
 from slurm.errors import SlurmError
+from tests.poll_helpers import slurm_poll
 
 
 @pytest.fixture

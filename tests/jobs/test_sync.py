@@ -1,19 +1,27 @@
 """The status sync with a stand-in Slurm: state mapping, one sacct per cycle, "unknown" is not "failed"."""
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
 
 from portal.jobs.models import Job, JobState
-from portal.jobs.services import jobs_sync, slurm_state_map
+from portal.jobs.services.sync import slurm_state_map
+from portal.poll.cycle import queue_follow
 from slurm.errors import SlurmUnreachable
-from slurm.parsing import AccountedJob, QueuedJob
+from slurm.parsing import AccountedJob, Parsed, QueuedJob
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now()
+
+
+def jobs_sync(*, queue, slurm, queried_at):
+    """The jobs' part of a poll cycle, after the snapshot: this queue, then at most one sacct."""
+    report = queue_follow(queue=queue, queried_at=queried_at, slurm=slurm)
+    return SimpleNamespace(**vars(report.jobs), sacct_calls=report.sacct_calls)
 
 
 @pytest.mark.parametrize(("slurm_state", "ours"), [
@@ -34,14 +42,16 @@ def _queued(job, state="RUNNING", reason="None"):
     return QueuedJob(job_id=job.slurm_job_id, partition="gpu", state=state, user="alice",
                      reason="" if reason == "None" else reason, node_count=1, cpus=8,
                      tres_per_node="gres/gpu:1", nodes="vm" if state == "RUNNING" else "",
-                     start_time=datetime(2026, 11, 23, 9) if state == "RUNNING" else None, end_time=None,
+                     start_time=datetime(2026, 11, 23, 9, tzinfo=UTC) if state == "RUNNING" else None, end_time=None,
                      time_limit=timedelta(hours=1), comment=job.slurm_comment, name=job.name)
 
 
 def _accounted(job_id, state, exit_code=0, signal=0, gpus=2, elapsed=1800, comment="", end=True):
     return AccountedJob(job_id=job_id, state=state, exit_code=exit_code, exit_signal=signal,
-                        submit_time=datetime(2026, 11, 23, 8), start_time=datetime(2026, 11, 23, 9),
-                        end_time=datetime(2026, 11, 23, 9, 30) if end else None, elapsed_seconds=elapsed,
+                        submit_time=datetime(2026, 11, 23, 8, tzinfo=UTC),
+                        start_time=datetime(2026, 11, 23, 9, tzinfo=UTC),
+                        end_time=datetime(2026, 11, 23, 9, 30, tzinfo=UTC) if end else None,
+                        elapsed_seconds=elapsed,
                         nodes="vm", gpus=gpus, reason="None" if state == "COMPLETED" else "",
                         comment=comment, submit_line="", partition="")
 
@@ -57,7 +67,7 @@ class FakeSlurm:
         self.calls.append(("sacct", kwargs))
         if self.error:
             raise self.error
-        return self.accounting_rows
+        return Parsed(rows=self.accounting_rows)
 
     def submit(self, *, script, user, comment):
         self.submitted.append(comment)

@@ -13,9 +13,9 @@ import pytest
 import requests
 
 from portal.accounts.oauth import hub_oauth_application_ensure
-from portal.cluster.services import slurm_poll
 from portal.servers.hub import JupyterHub
 from tests.conftest import DEMO_PASSWORDS
+from tests.poll_helpers import slurm_poll
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_SH = ROOT / "spawners/hub.sh"

@@ -9,7 +9,8 @@ from oauth2_provider.models import AccessToken, Application
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
-from portal.servers.services import servers_sync
+from portal.servers.services import servers_apply_accounting, servers_apply_queue, servers_sync
+from slurm.parsing import AccountedJob
 from tests.factories import UserFactory
 from tests.servers.factories import (
     DebugPartitionFactory,
@@ -161,18 +162,40 @@ def test_hub_down_keeps_servers_in_unknown_state(token_client, user, hub):
     assert token_client.post(URL, {"name": "new"}, format="json").status_code == 503
 
 
-@pytest.mark.parametrize(("fields", "reason"), [
-    ({"ends_at": timezone.now() - timedelta(seconds=5)}, NotebookServer.EndReason.TIME_LIMIT),
-    ({"last_activity": timezone.now() - timedelta(hours=2)}, NotebookServer.EndReason.IDLE),
-    ({"last_activity": timezone.now()}, NotebookServer.EndReason.ENDED),
-    ({"hours": 0.5}, NotebookServer.EndReason.TIME_LIMIT),
+@pytest.mark.parametrize(("fields", "slurm_state", "reason"), [
+    ({}, "TIMEOUT", NotebookServer.EndReason.TIME_LIMIT),
+    ({"last_activity": timezone.now() - timedelta(hours=2)}, "CANCELLED by 10001",
+     NotebookServer.EndReason.IDLE),
+    ({"last_activity": timezone.now()}, "CANCELLED by 10001", NotebookServer.EndReason.ENDED),
+    ({"stop_requested_at": timezone.now()}, "CANCELLED by 10001", NotebookServer.EndReason.STOPPED),
+    ({}, "NODE_FAIL", NotebookServer.EndReason.ENDED),
 ])
-def test_a_server_the_hub_dropped_says_what_ended_it(user, fields, reason):
-    server = NotebookServerFactory(user=user, **fields)
-    NotebookServer.objects.filter(pk=server.pk).update(created_at=timezone.now() - timedelta(minutes=45))
+def test_the_poll_cycle_ends_servers_with_slurms_time_and_reason(user, fields, slurm_state, reason):
+    """Whoever looks, and whenever: the end time and reason come from Slurm's record."""
+    server = NotebookServerFactory(user=user, job_id="4242", **fields)
+    ended = timezone.now()
+    row = AccountedJob(job_id="4242", state=slurm_state, exit_code=0, exit_signal=0, submit_time=None,
+                       start_time=None, end_time=ended, elapsed_seconds=60, nodes="vm", gpus=1,
+                       reason="", comment="", submit_line="", partition="gpu")
+    left = servers_apply_queue(queue=[])
+    assert [s.pk for s in left] == [server.pk]
+    assert servers_apply_accounting(servers=left, rows=[row]) == 1
+    server.refresh_from_db()
+    assert (server.ended_at, server.end_reason) == (ended, reason)
+
+
+def test_a_server_without_a_slurm_job_that_the_hub_dropped_ends_now(user):
+    server = NotebookServerFactory(user=user)
     servers_sync(user=user, hub_servers={})
     server.refresh_from_db()
-    assert server.ended_at is not None and server.end_reason == reason
+    assert server.ended_at is not None and server.end_reason == NotebookServer.EndReason.ENDED
+
+
+def test_a_server_with_a_slurm_job_is_left_to_the_poll_cycle(user):
+    server = NotebookServerFactory(user=user, job_id="4243")
+    servers_sync(user=user, hub_servers={})
+    server.refresh_from_db()
+    assert server.ended_at is None
 
 
 def test_servers_started_at_the_hub_are_adopted(user):

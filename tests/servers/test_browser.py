@@ -8,8 +8,8 @@ import pytest
 from django.db import connections
 from playwright.sync_api import sync_playwright
 
-from portal.cluster.services import slurm_poll
 from tests.browser.conftest import CHROMIUM_ARGS
+from tests.poll_helpers import slurm_poll
 from tests.servers.conftest import job_gpu_indexes, squeue_state, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from portal.cluster.services import slurm_poll
 from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_cards
 from portal.servers.services import server_start, server_stop, servers_refresh
 from tests.factories import UserFactory
+from tests.poll_helpers import slurm_poll
 from tests.servers.conftest import (
     CULL_TIMEOUT,
     job_env,

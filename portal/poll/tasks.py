@@ -1,9 +1,9 @@
 from celery import shared_task
 
-from portal.cluster.services import slurm_poll as slurm_poll_service
+from portal.poll.cycle import poll_cycle as poll_cycle_run
 
 
 @shared_task(ignore_result=True)
-def slurm_poll() -> None:
+def poll_cycle() -> None:
     """Beat runs this every SLURM_POLL_SECONDS: the portal's only periodic question to Slurm."""
-    slurm_poll_service()
+    poll_cycle_run()

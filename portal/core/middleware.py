@@ -1,0 +1,50 @@
+"""The pages' side of the error mapping: a PortalError that escapes a page view becomes a page with
+its status and message; anything under /api/ that escapes DRF still answers JSON."""
+
+import logging
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from portal.core.api_errors import error_body
+from portal.core.errors import PortalError
+
+logger = logging.getLogger(__name__)
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+class PortalErrorMiddleware:
+    def __init__(self, get_response: object) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, PortalError):
+            if is_api(request):
+                return JsonResponse(error_body(exception), status=exception.status)
+            return render(request, "error.html", {"error": exception}, status=exception.status)
+        if is_api(request):
+            logger.exception("unhandled error on %s", request.path)
+            return JsonResponse({"detail": "Internal error; it has been logged.", "code": "server_error",
+                                 "fields": {}}, status=500)
+        return None
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: JSON under /api/, the portal's page elsewhere."""
+    if is_api(request):
+        return JsonResponse({"detail": "Not found.", "code": "not_found", "fields": {}}, status=404)
+    return render(request, "error.html", {"error": PortalError("Page not found.")}, status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if is_api(request):
+        return JsonResponse({"detail": "Internal error; it has been logged.", "code": "server_error",
+                             "fields": {}}, status=500)
+    return render(request, "error.html", {"error": PortalError("Internal error; it has been logged.")},
+                  status=500)

@@ -1,0 +1,144 @@
+"""Validating a job request and rendering its script: no Slurm call, no database write."""
+
+import pwd
+import re
+import shlex
+import uuid
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+
+from portal.accounts.models import User
+from portal.core.errors import InvalidInput
+from portal.jobs.job_templates import JobPaths, JobTemplate, ParameterInvalid, catalog, script_body_render
+from portal.jobs.selectors import PartitionLimits, partition_limits_list
+from slurm.parsing import format_duration
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+-]{0,63}$")
+COMMENT_PREFIX = "gpuportal:"
+
+
+@dataclass(frozen=True)
+class JobDraft:
+    """A validated, rendered job: exactly what will be stored and given to sbatch."""
+
+    uuid: uuid.UUID
+    template: JobTemplate
+    name: str
+    values: dict[str, Any]
+    partition: PartitionLimits
+    nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+    mem_mb_per_node: int
+    time_limit: timedelta
+    output_dir: str
+    script: str
+
+
+def unix_account(username: str) -> pwd.struct_passwd:
+    """The cluster account jobs run as (its home and uid, not what the portal was told)."""
+    try:
+        return pwd.getpwnam(username)
+    except KeyError:
+        message = f"{username} has no Unix account on the cluster."
+        raise InvalidInput({"non_field_errors": [message]}) from None
+
+
+def job_prepare(*, user: User, template: str, parameters: Any, name: str | None = None,
+                job_uuid: uuid.UUID | None = None) -> JobDraft:
+    """Validate everything and render the script; raises InvalidInput and never calls Slurm."""
+    found = catalog().templates.get(template)
+    if found is None:
+        raise InvalidInput({"template": [f"Unknown template {template!r}."]})
+    errors: dict[str, Any] = {}
+    name = (name or found.slug).strip()
+    if not NAME.fullmatch(name):
+        errors["name"] = ["1-64 letters, digits, spaces and . _ : + - (starting with a letter or digit)."]
+    if not isinstance(parameters, dict):
+        raise InvalidInput({**errors, "parameters": ["Must be an object."]})
+    problems: dict[str, list[str]] = {}
+    for unknown in sorted(set(parameters) - {p.name for p in found.parameters}):
+        problems[str(unknown)[:64]] = [f"Unknown parameter for template {found.slug!r}."]
+    values: dict[str, Any] = {}
+    for parameter in found.parameters:
+        try:
+            values[parameter.name] = parameter.clean(parameters.get(parameter.name))
+        except ParameterInvalid as error:
+            problems[parameter.name] = [str(error)]
+    partition = None
+    if "partition" in values:
+        partition, message = _partition_pick(values["partition"])
+        if message:
+            problems["partition"] = [message]
+        else:
+            values["partition"] = partition.name
+    if partition is not None and not problems:
+        problems.update(_limits_check(found, values, partition))
+    if problems:
+        errors["parameters"] = problems
+    if errors:
+        raise InvalidInput(errors)
+    assert partition is not None
+    account = unix_account(user.username)
+    job_uuid = job_uuid or uuid.uuid4()
+    output_dir = settings.JOBS_OUTPUT_DIR.format(home=account.pw_dir.rstrip("/"))
+    nodes, gpus = found.resource(values, "nodes"), found.resource(values, "gpus_per_node")
+    draft = JobDraft(
+        uuid=job_uuid, template=found, name=name, values=values, partition=partition, nodes=nodes,
+        gpus_per_node=gpus, cpus_per_node=partition.cpus(gpus), mem_mb_per_node=partition.mem_mb(gpus),
+        time_limit=timedelta(minutes=values["time_limit"]), output_dir=output_dir, script="",
+    )
+    paths = JobPaths(id=str(job_uuid), dir=f"{output_dir}/job-{job_uuid}",
+                     stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err")
+    body = script_body_render(template=found, values=values, job=paths)
+    return replace(draft, script=_header(draft, paths) + "\n" + body)
+def _partition_pick(name: str) -> tuple[PartitionLimits | None, str]:
+    partitions = partition_limits_list()
+    if not partitions:
+        return None, "The portal has no partition data from Slurm yet; try again in a few seconds."
+    chosen = next((p for p in partitions if p.name == name), None) if name else next(
+        (p for p in partitions if p.is_default), partitions[0])
+    if chosen is None:
+        return None, f"Unknown partition {name!r}; choose one of: {', '.join(p.name for p in partitions)}."
+    return chosen, ""
+
+
+def _limits_check(template: JobTemplate, values: dict[str, Any],
+                  partition: PartitionLimits) -> dict[str, list[str]]:
+    problems: dict[str, list[str]] = {}
+    limit = partition.max_time_minutes
+    if limit is not None and values["time_limit"] > limit:
+        problems["time_limit"] = [f"Partition {partition.name!r} allows at most {limit} minutes "
+                                  f"({partition.max_time}); you asked for {values['time_limit']}."]
+    nodes, gpus = template.resource(values, "nodes"), template.resource(values, "gpus_per_node")
+    if nodes > partition.max_nodes:
+        where = template.nodes if isinstance(template.nodes, str) else "non_field_errors"
+        problems[where] = [f"Partition {partition.name!r} has {partition.max_nodes} node(s)."]
+    if gpus > partition.max_gpus_per_node:
+        where = template.gpus_per_node if isinstance(template.gpus_per_node, str) else "non_field_errors"
+        problems[where] = [f"Partition {partition.name!r} has at most {partition.max_gpus_per_node} "
+                           "GPU(s) per node."]
+    elif partition.cpus(gpus) > partition.cpus_per_node > 0:
+        where = template.gpus_per_node if isinstance(template.gpus_per_node, str) else "non_field_errors"
+        problems[where] = [f"{partition.cpus(gpus)} CPUs would be needed; nodes of "
+                           f"{partition.name!r} have {partition.cpus_per_node}."]
+    return problems
+
+
+def _header(draft: JobDraft, paths: JobPaths) -> str:
+    options = [
+        ("job-name", draft.name), ("comment", f"{COMMENT_PREFIX}{draft.uuid}"),
+        ("partition", draft.partition.name), ("nodes", draft.nodes), ("ntasks-per-node", 1),
+        ("cpus-per-task", draft.cpus_per_node), ("mem", f"{draft.mem_mb_per_node}M"),
+    ]
+    if draft.gpus_per_node:
+        options.append(("gres", f"gpu:{draft.gpus_per_node}"))
+    options += [("time", format_duration(draft.time_limit)), ("chdir", draft.output_dir),
+                ("output", paths.stdout), ("error", paths.stderr)]
+    lines = ["#!/bin/bash"] + [f"#SBATCH --{key}={shlex.quote(str(value))}" for key, value in options]
+    return "\n".join(lines) + "\n"
+
+

@@ -1,0 +1,163 @@
+"""Storing a job, handing it to Slurm exactly once, and cancelling it.
+
+Exactly once towards Slurm:
+- the row is saved (QUEUED_IN_PORTAL) before anything is asked of Slurm, and Slurm gets the job's
+  UUID as its comment;
+- whoever runs `sbatch` first claims the row with a conditional UPDATE that sets a lease longer
+  than the worst case of the calls it covers (`JOBS_SUBMIT_LEASE_SECONDS`), just before the call;
+- a job whose lease ran out is looked up by its UUID in the queue and in accounting (the poll
+  cycle, `sync.py`) before it is claimed again;
+- every write after sbatch is guarded by the state it expects.
+The first attempt runs in Celery, so no web worker waits on Slurm.
+"""
+
+import logging
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError
+from django.db.models import F, Q
+from django.utils import timezone
+
+from portal.accounts.models import User
+from portal.cluster.models import PollStatus
+from portal.core.errors import Conflict, Unavailable
+from portal.core.idempotency import idempotent_replay
+from portal.jobs.models import IN_SLURM_STATES, Job, JobState
+from portal.jobs.services.prepare import JobDraft, job_prepare
+from slurm.adapter import Slurm
+from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
+
+logger = logging.getLogger(__name__)
+
+
+def job_submit(*, user: User, template: str, parameters: Any, name: str | None = None,
+               job_uuid: uuid.UUID | None = None, idempotency_key: str = "",
+               request_digest: str = "") -> Job:
+    """Validate and store the job, then queue its first sbatch in Celery; returns at once.
+
+    With an idempotency key, a repeated request returns the job the first one created."""
+    mine = Job.objects.filter(user=user)
+    if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
+        return existing
+    if job_uuid is not None and Job.objects.filter(uuid=job_uuid).exists():
+        # The form's hidden UUID: a double-clicked Submit.
+        return Job.objects.get(uuid=job_uuid, user=user)
+    draft = job_prepare(user=user, template=template, parameters=parameters, name=name, job_uuid=job_uuid)
+    try:
+        job = job_create(user=user, draft=draft, idempotency_key=idempotency_key,
+                         request_digest=request_digest)
+    except IntegrityError:
+        # A concurrent request with the same key won the race: answer with its job.
+        if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
+            return existing
+        raise
+    job_submit_dispatch(job=job)
+    job.refresh_from_db()
+    return job
+
+
+def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", request_digest: str = "") -> Job:
+    """Store a prepared job, waiting in the portal and due at once, before Slurm is asked."""
+    now = timezone.now()
+    return Job.objects.create(
+        uuid=draft.uuid, user=user, name=draft.name, template=draft.template.slug,
+        parameters=draft.values, script=draft.script, partition=draft.partition.name, nodes=draft.nodes,
+        gpus_per_node=draft.gpus_per_node, cpus_per_node=draft.cpus_per_node,
+        mem_mb_per_node=draft.mem_mb_per_node, time_limit=draft.time_limit, output_dir=draft.output_dir,
+        state=JobState.QUEUED_IN_PORTAL, submitted_at=now, next_attempt_at=now,
+        idempotency_key=idempotency_key, request_digest=request_digest,
+    )
+
+
+def job_submit_dispatch(*, job: Job) -> None:
+    """Hand the first attempt to Celery. If the broker is down the job stays due, and the poll
+    cycle submits it once the broker is back: nothing is lost."""
+    from portal.jobs.tasks import job_submit_first  # tasks import services, not the other way round
+
+    try:
+        job_submit_first.delay(job.pk)
+    except Exception as error:  # any broker failure means "later", never a 5xx
+        logger.warning("could not queue job %s for submission, the poll cycle will: %s", job.pk, error)
+
+
+def slurm_known_down() -> bool:
+    """The last poll found Slurm unreachable: leave submissions to the cycle that sees it back,
+    rather than tie up every worker in sbatch timeouts."""
+    status = PollStatus.objects.filter(pk=1).values("error", "checked_at").first()
+    recent = timedelta(seconds=2 * settings.SLURM_POLL_SECONDS)
+    return bool(status and status["error"] and status["checked_at"]
+                and timezone.now() - status["checked_at"] < recent)
+
+
+def job_claim(*, job_id: int) -> Job | None:
+    """Take the lease on a due job just before its sbatch; None if anybody else holds it or it has
+    left the portal's queue. One conditional UPDATE: two workers can never both win."""
+    now = timezone.now()
+    won = Job.objects.filter(
+        Q(next_attempt_at__lte=now) | Q(next_attempt_at__isnull=True),
+        pk=job_id, state=JobState.QUEUED_IN_PORTAL,
+    ).update(next_attempt_at=now + timedelta(seconds=settings.JOBS_SUBMIT_LEASE_SECONDS),
+             submit_attempts=F("submit_attempts") + 1)
+    return Job.objects.select_related("user").get(pk=job_id) if won else None
+
+
+def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
+    """One sbatch for a job whose lease the caller holds (`job_claim`)."""
+    slurm = slurm or Slurm.from_settings()
+    username = job.user.username
+    waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
+    try:
+        # Skipped when the portal can see the folder (one process fewer per job); where homes are
+        # private to their owners it cannot, and the user's own mkdir runs every time.
+        if not Path(job.output_dir).is_dir():
+            slurm.user_directory_create(path=job.output_dir, user=username)
+        slurm_job_id = slurm.submit(script=job.script, user=username, comment=job.slurm_comment)
+    except SlurmUnreachable as error:
+        waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
+                       next_attempt_at=timezone.now() + timedelta(seconds=settings.JOBS_RETRY_SECONDS))
+    except SlurmRejected as error:
+        waiting.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
+                       ended_at=timezone.now())
+    else:
+        adopted = waiting.update(state=JobState.PENDING, slurm_job_id=slurm_job_id, reason="",
+                                 slurm_submitted_at=timezone.now(), next_attempt_at=None)
+        if not adopted:
+            # Cancelled in the portal while sbatch ran: the Slurm job must not live on.
+            _cancel_quietly(slurm, slurm_job_id, username)
+    job.refresh_from_db()
+    return job
+
+
+def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
+    try:
+        slurm.cancel(job_id=job_id, user=username)
+    except SlurmError as error:
+        logger.warning("could not cancel Slurm job %s: %s", job_id, error.message)
+
+
+def job_cancel(*, job: Job, slurm: Slurm | None = None) -> Job:
+    """Cancel as the job's owner; the poll cycle records Slurm's final CANCELLED state."""
+    if job.state == JobState.QUEUED_IN_PORTAL:
+        Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL).update(
+            state=JobState.CANCELLED, reason="Cancelled before it reached Slurm.", ended_at=timezone.now(),
+            cancel_requested_at=timezone.now(), next_attempt_at=None)
+        job.refresh_from_db()
+    if job.state not in IN_SLURM_STATES:
+        if job.state == JobState.CANCELLED and job.cancel_requested_at:
+            return job
+        raise Conflict(f"The job is already {job.get_state_display().lower()}.", code="job_ended")
+    try:
+        (slurm or Slurm.from_settings()).cancel(job_id=job.slurm_job_id, user=job.user.username)
+    except SlurmUnreachable as error:
+        raise Unavailable(f"Slurm is unreachable, so the job was not cancelled; try again. ({error.message})",
+                          code="slurm_unavailable") from error
+    except SlurmRejected as error:
+        # E.g. it finished in between: the next poll records how it ended.
+        logger.info("scancel %s refused: %s", job.slurm_job_id, error.message)
+    Job.objects.filter(pk=job.pk).update(cancel_requested_at=timezone.now())
+    job.refresh_from_db()
+    return job

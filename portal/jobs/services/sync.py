@@ -1,0 +1,178 @@
+"""The jobs' state machine, fed by the poll cycle (`portal.poll.cycle`): this cycle's `squeue`
+rows first, then the cycle's one `sacct` for what the queue could not settle.
+
+Every write is guarded by the state it expects, so an older or overlapping cycle can never move a
+job back (a final state is never overwritten), and "unknown" never reads as "failed".
+"""
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from portal.jobs.models import IN_SLURM_STATES, Job, JobState
+from portal.jobs.services.prepare import COMMENT_PREFIX
+from portal.jobs.services.submission import job_claim, job_submit_attempt
+from slurm.adapter import Slurm
+from slurm.parsing import AccountedJob, QueuedJob
+
+logger = logging.getLogger(__name__)
+
+_STATE_MAP = {
+    **{state: JobState.PENDING for state in ("PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                                             "RESV_DEL_HOLD")},
+    **{state: JobState.RUNNING for state in ("RUNNING", "COMPLETING", "CONFIGURING", "RESIZING",
+                                             "SIGNALING", "STAGE_OUT", "STOPPED")},
+    "SUSPENDED": JobState.SUSPENDED,
+    "COMPLETED": JobState.COMPLETED,
+    "FAILED": JobState.FAILED,
+    "SPECIAL_EXIT": JobState.FAILED,
+    "CANCELLED": JobState.CANCELLED,
+    "REVOKED": JobState.CANCELLED,
+    "TIMEOUT": JobState.TIMEOUT,
+    "OUT_OF_MEMORY": JobState.OUT_OF_MEMORY,
+    "NODE_FAIL": JobState.NODE_FAIL,
+    "PREEMPTED": JobState.PREEMPTED,
+    "BOOT_FAIL": JobState.BOOT_FAIL,
+    "DEADLINE": JobState.DEADLINE,
+}
+_UUID_IN_TEXT = re.compile(rf"{COMMENT_PREFIX}([0-9a-f-]{{36}})")
+
+
+def slurm_state_map(state: str) -> JobState | None:
+    """Slurm's state ('CANCELLED by 10001', 'OUT_OF_MEMORY', 'COMPLETING') -> ours; None if unknown."""
+    return _STATE_MAP.get(state.split(" ", 1)[0].rstrip("+").upper())
+
+
+@dataclass
+class SyncReport:
+    from_queue: int = 0
+    from_accounting: int = 0
+    adopted: int = 0
+    resubmitted: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class JobsUnsettled:
+    """What the queue alone could not settle; the cycle's one sacct answers for both lists."""
+
+    left: list[Job] = field(default_factory=list)  # left the queue: accounting has the final word
+    unresolved: list[Job] = field(default_factory=list)  # due retries whose UUID is not in the queue
+
+
+_LIVE_FIELDS = ["state", "reason", "started_at", "node_list", "gpus_allocated"]
+_FINAL_FIELDS = ["state", "reason", "started_at", "ended_at", "elapsed", "node_list", "gpus_allocated",
+                 "gpu_hours", "exit_code", "exit_signal"]
+
+
+def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: SyncReport) -> JobsUnsettled:
+    """Live states from this cycle's squeue; adopts due retries that Slurm already has."""
+    in_queue = {row.job_id: row for row in queue}
+    by_comment = {row.comment: row for row in queue if row.comment.startswith(COMMENT_PREFIX)}
+    unsettled = JobsUnsettled()
+    live = []
+    active = Job.objects.filter(state__in=IN_SLURM_STATES).select_related("user").defer("script",
+                                                                                     "parameters")
+    for job in active:
+        row = in_queue.get(job.slurm_job_id)
+        state = slurm_state_map(row.state) if row else None
+        if row and state in IN_SLURM_STATES:
+            if _apply_queue_row(job, row, state):
+                live.append(job)
+        elif job.slurm_submitted_at and job.slurm_submitted_at < queried_at:
+            # Gone from the queue (or finishing in it): accounting has the final word.
+            unsettled.left.append(job)
+    report.from_queue = _rows_update(live, _LIVE_FIELDS)
+
+    due = Job.objects.filter(state=JobState.QUEUED_IN_PORTAL, next_attempt_at__lte=timezone.now())
+    for job in due.select_related("user"):
+        row = by_comment.get(job.slurm_comment)
+        if row is not None:
+            report.adopted += _adopt(job, row.job_id)
+        else:
+            unsettled.unresolved.append(job)
+    return unsettled
+
+
+def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob], slurm: Slurm,
+                          report: SyncReport) -> None:
+    """Final states of jobs that left the queue; then each due retry is either found in
+    accounting by its UUID (adopted) or claimed and submitted, one at a time."""
+    by_id = {row.job_id: row for row in rows}
+    final = [job for job in unsettled.left
+             if (row := by_id.get(job.slurm_job_id)) is not None and _apply_accounting_row(job, row)]
+    report.from_accounting = _rows_update(final, _FINAL_FIELDS)
+    markers = {}
+    for row in rows:
+        for text in (row.comment, row.submit_line):
+            if match := _UUID_IN_TEXT.search(text):
+                markers[match[1]] = row
+    for job in unsettled.unresolved:
+        row = markers.get(str(job.uuid))
+        if row is not None:
+            report.adopted += _adopt(job, row.job_id)
+        elif (claimed := job_claim(job_id=job.pk)) is not None:
+            job_submit_attempt(job=claimed, slurm=slurm)
+            report.resubmitted += 1
+
+
+def _rows_update(jobs: list[Job], fields: list[str], batch: int = 2000) -> int:
+    """Write `fields` of many jobs with one UPDATE ... FROM (VALUES ...) per batch, only where the
+    row is still in a Slurm state (a final state is never overwritten). Returns rows written.
+
+    Django's bulk_update builds a CASE WHEN per field and row: seconds at 10^4 active jobs."""
+    columns = [Job._meta.get_field(name) for name in fields]
+    assignments = ", ".join(f"{c.column} = v.{c.column}" for c in columns)
+    names = ", ".join(["id", *(c.column for c in columns)])
+    row = "(%s::bigint, " + ", ".join(f"%s::{c.db_type(connection)}" for c in columns) + ")"
+    guard = ", ".join(["%s"] * len(IN_SLURM_STATES))
+    written = 0
+    with connection.cursor() as cursor:
+        for start in range(0, len(jobs), batch):
+            chunk = jobs[start:start + batch]
+            values = [value for job in chunk for value in (
+                job.pk, *(c.get_db_prep_save(getattr(job, c.attname), connection) for c in columns))]
+            cursor.execute(
+                f"UPDATE {Job._meta.db_table} AS j SET {assignments}, updated_at = now() "  # noqa: S608
+                f"FROM (VALUES {', '.join([row] * len(chunk))}) AS v({names}) "
+                f"WHERE j.id = v.id AND j.state IN ({guard})", [*values, *IN_SLURM_STATES])
+            written += cursor.rowcount
+    return written
+
+
+def _apply_queue_row(job: Job, row: QueuedJob, state: JobState) -> bool:
+    before = [getattr(job, name) for name in _LIVE_FIELDS]
+    job.state = state
+    job.reason = row.reason if state == JobState.PENDING else ""
+    job.started_at = row.start_time if state != JobState.PENDING else None
+    job.node_list = row.nodes[:256]
+    job.gpus_allocated = row.gpus if state != JobState.PENDING else None
+    return before != [getattr(job, name) for name in _LIVE_FIELDS]
+
+
+def _apply_accounting_row(job: Job, row: AccountedJob) -> bool:
+    state = slurm_state_map(row.state)
+    if state is None or state in IN_SLURM_STATES or row.end_time is None:
+        # Still running per accounting, or the record is not complete yet: ask again next cycle.
+        return False
+    job.state = state
+    job.reason = row.reason if state != JobState.COMPLETED else ""
+    job.started_at = row.start_time
+    job.ended_at = row.end_time
+    job.elapsed = timedelta(seconds=row.elapsed_seconds)
+    job.node_list = row.nodes[:256]
+    job.gpus_allocated = row.gpus
+    job.gpu_hours = row.gpus * row.elapsed_seconds / 3600
+    job.exit_code, job.exit_signal = row.exit_code, row.exit_signal
+    return True
+
+
+def _adopt(job: Job, slurm_job_id: str) -> int:
+    """A retried job that Slurm already has (an earlier sbatch got through): keep that one."""
+    return Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL).update(
+        state=JobState.PENDING, slurm_job_id=slurm_job_id, reason="", next_attempt_at=None,
+        slurm_submitted_at=job.submitted_at)

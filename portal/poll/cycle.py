@@ -1,0 +1,85 @@
+"""One poll cycle for everybody: one snapshot (`sinfo` + `squeue`), then jobs and notebook servers
+follow that same queue, and at most one `sacct` answers for what left it.
+
+This module sits above the apps it orchestrates (cluster, jobs, servers); none of them imports it.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from portal.cluster.models import PollStatus
+from portal.cluster.services import cluster_refresh
+from portal.core.locks import advisory_lock
+from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
+from portal.servers.models import NotebookServer
+from portal.servers.services import servers_apply_accounting, servers_apply_queue
+from slurm.adapter import Slurm
+from slurm.errors import SlurmError
+from slurm.parsing import AccountedJob, QueuedJob
+
+logger = logging.getLogger(__name__)
+
+LOCK = "gpuportal.poll-cycle"
+
+
+@dataclass
+class CycleReport:
+    ran: bool = False  # False: another cycle held the lock, this one did nothing
+    status: PollStatus | None = None
+    jobs: SyncReport = field(default_factory=SyncReport)
+    servers_ended: int = 0
+    sacct_calls: int = 0
+
+
+def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
+    """Run one cycle unless another one is running (a database advisory lock, so two workers or
+    an overlapping beat tick can never interleave their writes)."""
+    with advisory_lock(LOCK) as held:
+        if not held:
+            logger.info("poll cycle skipped: another one is running")
+            return CycleReport()
+        return _cycle(slurm or Slurm.from_settings())
+
+
+def _cycle(slurm: Slurm) -> CycleReport:
+    status, queue = cluster_refresh(slurm=slurm)
+    if queue is None:
+        return CycleReport(ran=True, status=status)
+    report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
+    report.status = status
+    return report
+
+
+def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> CycleReport:
+    """Jobs and servers follow this cycle's queue; one `sacct` settles what left it. If sacct
+    fails, nothing that needed it changes."""
+    report = CycleReport(ran=True)
+    unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs)
+    servers_left = servers_apply_queue(queue=queue)
+    if not (unsettled.left or unsettled.unresolved or servers_left):
+        return report
+    try:
+        rows = _accounting(slurm, unsettled, servers_left)
+    except SlurmError as error:
+        logger.warning("sacct failed, states left as they were: %s", error.message)
+        report.jobs.errors.append(error.message)
+        return report
+    report.sacct_calls = 1
+    jobs_apply_accounting(unsettled=unsettled, rows=rows, slurm=slurm, report=report.jobs)
+    report.servers_ended = servers_apply_accounting(servers=servers_left, rows=rows)
+    return report
+
+
+def _accounting(slurm: Slurm, unsettled: JobsUnsettled,
+                servers_left: list[NotebookServer]) -> list[AccountedJob]:
+    """One `sacct`: by job id, or, when a retried submission must be looked up by its UUID, every
+    job of the users concerned since the oldest submission."""
+    ids = [job.slurm_job_id for job in unsettled.left] + [server.job_id for server in servers_left]
+    if not unsettled.unresolved:
+        return slurm.accounting(job_ids=ids).rows
+    jobs = [*unsettled.left, *unsettled.unresolved]
+    since = min([job.submitted_at for job in jobs] + [server.created_at for server in servers_left])
+    users = {job.user.username for job in jobs} | {server.user.username for server in servers_left}
+    since_utc = (since - timedelta(minutes=1)).astimezone(UTC).replace(tzinfo=None)
+    return slurm.accounting(since=since_utc, users=sorted(users)).rows
