@@ -10,6 +10,13 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 say "ruff"
 ruff check .
-say "pytest"
 export DJANGO_SETTINGS_MODULE=portal.settings.test
-exec pytest "$@"
+if (($#)); then
+  say "pytest $*"
+  exec pytest "$@"
+fi
+# Two stages: everything, then the fault tests that kill and restart real services.
+say "pytest: all but the fault tests"
+pytest -m "not fault"
+say "pytest: fault tests"
+pytest -m fault

@@ -4,7 +4,9 @@ Login binds as the user (the DN comes from a template, so no search account is n
 reads the user's own entry and the groups that list the user as a member.
 """
 
+import logging
 import re
+import ssl
 from dataclasses import dataclass
 
 import ldap3
@@ -13,8 +15,25 @@ from ldap3.core import exceptions as ldap_exc
 from ldap3.utils.conv import escape_filter_chars
 from ldap3.utils.dn import escape_rdn
 
+logger = logging.getLogger(__name__)
+
 # POSIX-portable login names; anything else can never be a Unix account a job runs as.
 USERNAME_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+
+# Only these mean "the directory could not be asked": everything else is about the request.
+_OUTAGES = (
+    ldap_exc.LDAPCommunicationError,  # socket open/send/receive, session terminated
+    ldap_exc.LDAPResponseTimeoutError,
+    ldap_exc.LDAPServerPoolExhaustedError,
+    ldap_exc.LDAPStartTLSError,
+    ldap_exc.LDAPSSLConfigurationError,
+    ldap_exc.LDAPUnavailableResult,
+    ldap_exc.LDAPBusyResult,
+    ldap_exc.LDAPTimeLimitExceededResult,
+    ldap_exc.LDAPAdminLimitExceededResult,
+    ldap_exc.LDAPOperationsErrorResult,
+    ldap_exc.LDAPOtherResult,
+)
 
 
 class DirectoryUnavailable(Exception):
@@ -44,8 +63,35 @@ def _timeout() -> int:
     return max(1, round(settings.LDAP_TIMEOUT_SECONDS))
 
 
+def _tls() -> ldap3.Tls | None:
+    """Certificate checks for ldaps:// and StartTLS: against LDAP_CA_FILE, or the system's CAs."""
+    if not (settings.LDAP_URI.startswith("ldaps://") or settings.LDAP_START_TLS):
+        return None
+    return ldap3.Tls(validate=ssl.CERT_REQUIRED, version=ssl.PROTOCOL_TLS_CLIENT,
+                     ca_certs_file=settings.LDAP_CA_FILE or None)
+
+
 def _server() -> ldap3.Server:
-    return ldap3.Server(settings.LDAP_URI, connect_timeout=_timeout(), get_info=ldap3.NONE)
+    return ldap3.Server(settings.LDAP_URI, connect_timeout=_timeout(), get_info=ldap3.NONE, tls=_tls())
+
+
+def _connection(user: str | None = None, password: str | None = None) -> ldap3.Connection:
+    connection = ldap3.Connection(_server(), user=user, password=password, receive_timeout=_timeout(),
+                                  raise_exceptions=True, read_only=True)
+    if settings.LDAP_START_TLS:
+        connection.open()
+        connection.start_tls()
+    return connection
+
+
+def _classified(error: ldap_exc.LDAPException) -> Exception:
+    """An outage (DirectoryUnavailable), or bad credentials for anything about the request:
+    a control character in a password is a wrong password (and counts towards the lockout)."""
+    if isinstance(error, _OUTAGES):
+        return DirectoryUnavailable(str(error))
+    if not isinstance(error, ldap_exc.LDAPInvalidCredentialsResult | ldap_exc.LDAPNoSuchObjectResult):
+        logger.warning("LDAP refused a login with %s: %s", type(error).__name__, error)
+    return InvalidCredentials()
 
 
 def _first(entry: dict, name: str, default: str = "") -> str:
@@ -66,14 +112,10 @@ def authenticate(username: str, password: str) -> DirectoryUser:
         raise InvalidCredentials
     base = settings.LDAP_BASE_DN
     user_dn = settings.LDAP_USER_DN_TEMPLATE.format(username=escape_rdn(username), base=base)
-    connection = ldap3.Connection(
-        _server(),
-        user=user_dn,
-        password=password,
-        receive_timeout=_timeout(),
-        raise_exceptions=True,
-        read_only=True,
-    )
+    try:
+        connection = _connection(user_dn, password)
+    except ldap_exc.LDAPException as error:
+        raise _classified(error) from error
     try:
         connection.bind()
         connection.search(
@@ -92,12 +134,8 @@ def authenticate(username: str, password: str) -> DirectoryUser:
             attributes=["cn"],
         )
         groups = frozenset(_first(item["attributes"], "cn") for item in connection.response)
-    except ldap_exc.LDAPInvalidCredentialsResult as error:
-        raise InvalidCredentials from error
-    except ldap_exc.LDAPNoSuchObjectResult as error:
-        raise InvalidCredentials from error
     except ldap_exc.LDAPException as error:
-        raise DirectoryUnavailable(str(error)) from error
+        raise _classified(error) from error
     finally:
         connection.unbind()
     return DirectoryUser(
@@ -112,3 +150,30 @@ def authenticate(username: str, password: str) -> DirectoryUser:
         home_directory=_first(attrs, "homeDirectory"),
         groups=groups,
     )
+
+
+def group_members(group: str) -> set[str]:
+    """The uids of the members of `group` (a groupOfNames), read with the directory's search
+    account (LDAP_BIND_DN; anonymous when empty). Raises DirectoryUnavailable: a caller must never
+    take an outage for "nobody is a member"."""
+    base = settings.LDAP_BASE_DN
+    try:
+        connection = _connection(settings.LDAP_BIND_DN or None, settings.LDAP_BIND_PASSWORD or None)
+        connection.bind()
+        connection.search(settings.LDAP_GROUP_BASE.format(base=base),
+                          f"(&(objectClass=groupOfNames)(cn={escape_filter_chars(group)}))",
+                          attributes=["member"])
+        entries = list(connection.response)
+        connection.unbind()
+    except ldap_exc.LDAPException as error:
+        raise DirectoryUnavailable(str(error)) from error
+    if not entries:
+        raise DirectoryUnavailable(f"group {group!r} not found under {settings.LDAP_GROUP_BASE}")
+    members = set()
+    for entry in entries:
+        for dn in entry["attributes"].get("member", []):
+            rdn = str(dn).split(",", 1)[0]
+            key, _, value = rdn.partition("=")
+            if key.strip().lower() == "uid":
+                members.add(value.strip())
+    return members

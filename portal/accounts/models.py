@@ -27,6 +27,7 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=8, editable=False, help_text="First characters of the key")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never")
 
     class Meta:
         ordering = ["-created_at"]

@@ -91,6 +91,17 @@ LDAP_BASE_DN = env("LDAP_BASE_DN", default="dc=gpuportal,dc=test")
 LDAP_USER_DN_TEMPLATE = env("LDAP_USER_DN_TEMPLATE", default="uid={username},ou=people,{base}")
 LDAP_GROUP_BASE = env("LDAP_GROUP_BASE", default="ou=groups,{base}")
 LDAP_TIMEOUT_SECONDS = env.int("LDAP_TIMEOUT_SECONDS", default=5)
+# TLS: an ldaps:// URI, or StartTLS on ldap://; certificates are checked against LDAP_CA_FILE
+# (default: the system's CAs).
+LDAP_START_TLS = env.bool("LDAP_START_TLS", default=False)
+LDAP_CA_FILE = env("LDAP_CA_FILE", default="")
+# The account the periodic directory sync searches groups with; empty: anonymous.
+LDAP_BIND_DN = env("LDAP_BIND_DN", default="")
+LDAP_BIND_PASSWORD = env("LDAP_BIND_PASSWORD", default="")
+# Users who left LDAP_USER_GROUP lose tokens and grants within this many seconds (and at login).
+DIRECTORY_SYNC_SECONDS = env.float("DIRECTORY_SYNC_SECONDS", default=300.0)
+# Personal API tokens expire after this many days (0: never).
+API_TOKEN_LIFETIME_DAYS = env.int("API_TOKEN_LIFETIME_DAYS", default=90)
 LDAP_USER_GROUP = env("LDAP_USER_GROUP", default="portal-users")
 LDAP_ADMIN_GROUP = env("LDAP_ADMIN_GROUP", default="portal-admins")
 
@@ -121,6 +132,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": SLURM_POLL_SECONDS,
         # A cycle that could not start in time is dropped: the next one asks afresh.
         "options": {"expires": SLURM_POLL_SECONDS},
+    },
+    "directory-sync": {
+        "task": "portal.accounts.tasks.directory_sync",
+        "schedule": DIRECTORY_SYNC_SECONDS,
+        "options": {"expires": DIRECTORY_SYNC_SECONDS},
     },
 }
 
@@ -215,6 +231,8 @@ OAUTH2_PROVIDER = {
     "SCOPES": {"profile": "Your user name, e-mail address and groups"},
     "DEFAULT_SCOPES": ["profile"],
     "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    # The hub refreshes its login with this; it must end too (default 1 day).
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env.int("OAUTH_REFRESH_TOKEN_EXPIRE_SECONDS", default=86400),
     "PKCE_REQUIRED": True,
 }
 SERVERS_DEFAULT_HOURS = env.float("SERVERS_DEFAULT_HOURS", default=8.0)
