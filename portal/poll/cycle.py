@@ -6,7 +6,7 @@ This module sits above the apps it orchestrates (cluster, jobs, servers); none o
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from portal.cluster.models import PollStatus
 from portal.cluster.services import cluster_refresh
@@ -81,5 +81,4 @@ def _accounting(slurm: Slurm, unsettled: JobsUnsettled,
     jobs = [*unsettled.left, *unsettled.unresolved]
     since = min([job.submitted_at for job in jobs] + [server.created_at for server in servers_left])
     users = {job.user.username for job in jobs} | {server.user.username for server in servers_left}
-    since_utc = (since - timedelta(minutes=1)).astimezone(UTC).replace(tzinfo=None)
-    return slurm.accounting(since=since_utc, users=sorted(users)).rows
+    return slurm.accounting(since=since - timedelta(minutes=1), users=sorted(users)).rows

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import TERMINAL_STATES, Job, JobState
-from portal.jobs.services import job_create, job_prepare
+from portal.jobs.services.prepare import job_prepare
+from portal.jobs.services.submission import job_create
 from tests.conftest import ROOT
 from tests.jobs.conftest import poll_until
 
@@ -128,8 +129,8 @@ def _slurm_jobs_of(slurm, job, timeout=15.0):
     """Slurm jobs carrying this portal job's id, once accounting has recorded any (bounded wait)."""
     deadline = time.monotonic() + timeout
     while True:
-        rows = slurm.accounting(since=job.submitted_at.replace(tzinfo=None) - timedelta(minutes=1),
-                                users=[job.user.username])
+        rows = slurm.accounting(since=job.submitted_at - timedelta(minutes=1),
+                                users=[job.user.username]).rows
         found = [row for row in rows if str(job.uuid) in row.comment + row.submit_line]
         if found or time.monotonic() > deadline:
             return found
