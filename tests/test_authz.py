@@ -1,0 +1,205 @@
+"""Who may reach what: every URL pattern of the portal and its API has a row here, tried as the
+owner, another user, an admin, anonymous, with a revoked token, and as a deprovisioned user.
+
+A route added without a row fails `test_every_route_has_a_row`. The hub's proxy paths (a server's
+/user/<name>/...) are checked against the real hub in tests/servers/test_servers_real.py."""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from portal.accounts.models import ApiToken, User
+from portal.accounts.services import api_token_create, api_token_revoke
+from tests.factories import JobFactory, UserFactory
+from tests.servers.factories import NotebookServerFactory, PartitionFactory
+
+pytestmark = pytest.mark.django_db
+
+PRINCIPALS = ("other", "admin", "anonymous", "revoked", "deprovisioned", "owner")  # the owner last
+A = "api"  # authenticate with a token
+P = "page"  # authenticate with a browser session
+
+# Expected status per principal, for the usual kinds of route.
+API_MINE = {"owner": 200, "other": 404, "admin": 200, "anonymous": 401, "revoked": 401, "deprovisioned": 401}
+API_ANY = {"owner": 200, "other": 200, "admin": 200, "anonymous": 401, "revoked": 401, "deprovisioned": 401}
+PAGE_ANY = {"owner": 200, "other": 200, "admin": 200, "anonymous": 302, "revoked": 302, "deprovisioned": 302}
+PAGE_MINE = {**PAGE_ANY, "other": 404}
+PUBLIC = dict.fromkeys(PRINCIPALS, 200)
+ADMIN_ONLY = {**dict.fromkeys(PRINCIPALS, 302), "admin": 200}
+
+
+@dataclass
+class World:
+    job: object
+    server: object
+    token_to_delete: object
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    path: Callable[[World], str]
+    via: str
+    expect: dict
+    body: dict | None = None
+
+
+def _fixed(path: str) -> Callable[[World], str]:
+    return lambda world: path
+
+
+ROWS: dict[str, list[Row]] = {
+    "": [Row("GET", _fixed("/"), P, dict.fromkeys(PRINCIPALS, 302))],
+    "accounts/login/": [Row("GET", _fixed("/accounts/login/"), P, PUBLIC)],
+    "accounts/logout/": [Row("POST", _fixed("/accounts/logout/"), P, dict.fromkeys(PRINCIPALS, 302))],
+    "accounts/profile/": [Row("GET", _fixed("/accounts/profile/"), P, PAGE_ANY)],
+    "accounts/profile/tokens/<id:token_id>/revoke/": [Row(
+        "POST", lambda w: f"/accounts/profile/tokens/{w.token_to_delete.pk}/revoke/", P,
+        {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],  # others: a no-op (checked below)
+    "cluster/": [Row("GET", _fixed("/cluster/"), P, PAGE_ANY)],
+    "jobs/": [Row("GET", _fixed("/jobs/"), P, PAGE_ANY)],
+    "jobs/new/": [Row("GET", _fixed("/jobs/new/"), P, PAGE_ANY)],
+    "jobs/new/<slug:slug>/": [Row("GET", _fixed("/jobs/new/custom/"), P, PAGE_ANY)],
+    "jobs/<id:job_id>/": [Row("GET", lambda w: f"/jobs/{w.job.pk}/", P, PAGE_MINE)],
+    "jobs/<id:job_id>/cancel/": [Row("POST", lambda w: f"/jobs/{w.job.pk}/cancel/", P,
+                                     {**PAGE_MINE, "owner": 302, "admin": 302})],
+    "servers/": [Row("GET", _fixed("/servers/"), P, PAGE_ANY)],
+    "servers/<slug:name>/stop/": [Row("POST", lambda w: f"/servers/{w.server.name}/stop/", P,
+                                      {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "oauth/authorize/": [Row("GET", _fixed("/oauth/authorize/"), P, {**PAGE_ANY, "owner": 400, "other": 400,
+                                                                     "admin": 400})],
+    "oauth/token/": [Row("POST", _fixed("/oauth/token/"), A, dict.fromkeys(PRINCIPALS, 400))],
+    "oauth/revoke_token/": [Row("POST", _fixed("/oauth/revoke_token/"), A, dict.fromkeys(PRINCIPALS, 400))],
+    "oauth/userinfo/": [Row("GET", _fixed("/oauth/userinfo/"), A, dict.fromkeys(PRINCIPALS, 403))],
+    "admin/login/": [Row("GET", _fixed("/admin/login/"), P, dict.fromkeys(PRINCIPALS, 302))],
+    "api/v1/me/": [Row("GET", _fixed("/api/v1/me/"), A, API_ANY)],
+    "api/v1/tokens/": [Row("GET", _fixed("/api/v1/tokens/"), A, API_ANY)],
+    "api/v1/tokens/<id:token_id>/": [Row("DELETE", lambda w: f"/api/v1/tokens/{w.token_to_delete.pk}/", A,
+                                         {**API_MINE, "owner": 204, "admin": 404})],
+    "api/v1/cluster/": [Row("GET", _fixed("/api/v1/cluster/"), A, API_ANY)],
+    "api/v1/templates/": [Row("GET", _fixed("/api/v1/templates/"), A, API_ANY)],
+    "api/v1/jobs/": [Row("GET", _fixed("/api/v1/jobs/"), A, API_ANY),
+                     # Refused as invalid, so nothing reaches Slurm: proves the request got past authz.
+                     Row("POST", _fixed("/api/v1/jobs/"), A, {**API_ANY, "owner": 400, "other": 400,
+                                                              "admin": 400}, body={"template": "nope"})],
+    "api/v1/jobs/<id:job_id>/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/", A, API_MINE)],
+    "api/v1/jobs/<id:job_id>/cancel/": [Row("POST", lambda w: f"/api/v1/jobs/{w.job.pk}/cancel/", A,
+                                            {**API_MINE, "owner": 409, "admin": 409})],
+    "api/v1/jobs/<id:job_id>/log/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/log/", A,
+                                         {**API_MINE, "owner": (200, 409), "admin": (200, 409)})],
+    "api/v1/sessions/": [Row("GET", _fixed("/api/v1/sessions/"), A, API_ANY),
+                         Row("POST", _fixed("/api/v1/sessions/"), A, {**API_ANY, "owner": 400, "other": 400,
+                                                                      "admin": 400}, body={"gpus": -1})],
+    "api/v1/sessions/<slug:name>/": [
+        Row("GET", lambda w: f"/api/v1/sessions/{w.server.name}/", A, {**API_MINE, "admin": 404}),
+        # The hub is down in this test: the owner's stop gets past authz and finds it unreachable.
+        Row("DELETE", lambda w: f"/api/v1/sessions/{w.server.name}/", A,
+            {**API_MINE, "owner": 503, "admin": 404})],
+    # Public to anonymous clients; a revoked token presented is still refused.
+    "api/schema/": [Row("GET", _fixed("/api/schema/"), A, {**PUBLIC, "revoked": 401,
+                                                                 "deprovisioned": 401})],
+    "api/docs/": [Row("GET", _fixed("/api/docs/"), P, PAGE_ANY)],
+}
+
+
+def _routes(patterns: list, prefix: str = "") -> list[str]:
+    found = []
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            found += _routes(pattern.url_patterns, prefix + str(pattern.pattern))
+        elif isinstance(pattern, URLPattern):
+            found.append(prefix + str(pattern.pattern))
+    return found
+
+
+def _admin(route: str) -> bool:
+    return route.startswith("admin/") and route != "admin/login/"
+
+
+def test_every_route_has_a_row():
+    routes = _routes(get_resolver().url_patterns)
+    missing = sorted(route for route in routes if not _admin(route) and route not in ROWS)
+    assert missing == [], f"add a row to ROWS for: {missing}"
+    assert not set(ROWS) - set(routes), "rows for routes that no longer exist"
+
+
+@pytest.fixture
+def world(settings):
+    settings.JUPYTERHUB_API_URL = "http://127.0.0.1:9/hub/api"  # no hub: stops answer 503
+    settings.JUPYTERHUB_TIMEOUT_SECONDS = 1
+    PartitionFactory()
+    owner = UserFactory(username="alice")
+    UserFactory(username="bob")
+    UserFactory(username="ada", is_staff=True, is_superuser=True)
+    UserFactory(username="carol", is_active=False)
+    token, _ = api_token_create(user=owner, name="to delete")
+    return World(job=JobFactory(user=owner), server=NotebookServerFactory(user=owner, name="mine"),
+                 token_to_delete=token)
+
+
+def _client(principal: str, via: str) -> APIClient:
+    client = APIClient()
+    users = {"owner": "alice", "other": "bob", "admin": "ada", "deprovisioned": "carol"}
+    if principal == "revoked":
+        token, key = api_token_create(user=User.objects.get(username="alice"), name="revoked")
+        api_token_revoke(user=token.user, token_id=token.pk)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    elif principal in users:
+        user = User.objects.get(username=users[principal])
+        if via == A:
+            _, key = api_token_create(user=user, name="authz")
+            client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        else:
+            client.force_login(user)
+    return client
+
+
+def _check(client: APIClient, row: Row, world: World, principal: str) -> None:
+    path = row.path(world)
+    body = "" if row.body is None else json.dumps(row.body)
+    response = client.generic(row.method, path, data=body, content_type="application/json")
+    expected = row.expect[principal]
+    allowed = expected if isinstance(expected, tuple) else (expected,)
+    assert response.status_code in allowed, (
+        f"{row.method} {path} as {principal}: {response.status_code}, expected {expected}")
+    if path.startswith("/api/v1/"):
+        kind = response.get("Content-Type", "")
+        assert kind.startswith("application/json") or response.status_code == 204, (row.method, path, kind)
+
+
+@pytest.mark.parametrize("route", sorted(ROWS))
+def test_route(route, world):
+    for row in ROWS[route]:
+        for principal in PRINCIPALS:
+            _check(_client(principal, row.via), row, world, principal)
+
+
+def test_nobody_else_can_revoke_or_see_the_owners_things(world):
+    """The page that revokes a token answers with a redirect to everybody; only the owner's works."""
+    for principal in ("other", "admin"):
+        _client(principal, P).post(f"/accounts/profile/tokens/{world.token_to_delete.pk}/revoke/")
+    world.token_to_delete.refresh_from_db()  # still there
+    _client("owner", P).post(f"/accounts/profile/tokens/{world.token_to_delete.pk}/revoke/")
+    assert not ApiToken.objects.filter(pk=world.token_to_delete.pk).exists()
+
+
+ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/servers/notebookserver/", "/admin/accounts/user/",
+                "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
+                "/admin/axes/accessattempt/"]
+
+
+@pytest.mark.parametrize("path", ADMIN_ROUTES)
+def test_admin_pages_are_for_admins_only(path, world):
+    for principal in PRINCIPALS:
+        response = _client(principal, P).get(path)
+        assert response.status_code == ADMIN_ONLY[principal], (path, principal, response.status_code)
+
+
+def test_admin_routes_are_all_under_the_admin_site():
+    """Every admin route belongs to Django's admin site, which checks is_staff on each view."""
+    routes = [route for route in _routes(get_resolver().url_patterns) if _admin(route)]
+    assert routes and all(route.startswith("admin/") for route in routes)
