@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -23,15 +23,17 @@ class Slurm:
             timeout=settings.SLURM_TIMEOUT_SECONDS,
         ))
 
-    def nodes(self) -> list[parsing.NodeInPartition]:
+    def nodes(self) -> parsing.Parsed[parsing.NodeInPartition]:
         """Every node in every partition, with GPU totals and use (one `sinfo`)."""
-        fmt = ",".join(f"{field}:0{parsing.DELIMITER}" for field in parsing.SINFO_FIELDS)
-        return parsing.parse_sinfo(self.runner.run("sinfo", ["--noheader", "--Node", "-O", fmt]))
+        delimiter = parsing.new_delimiter()
+        output = self.runner.run("sinfo", ["--noheader", "--Node", "-O", parsing.sinfo_format(delimiter)])
+        return parsing.parse_sinfo(output, delimiter)
 
-    def queue(self) -> list[parsing.QueuedJob]:
+    def queue(self) -> parsing.Parsed[parsing.QueuedJob]:
         """Every job Slurm still tracks, all users and partitions (one `squeue`)."""
-        output = self.runner.run("squeue", ["--noheader", "--all", "-o", parsing.SQUEUE_FORMAT])
-        return parsing.parse_squeue(output)
+        delimiter = parsing.new_delimiter()
+        output = self.runner.run("squeue", ["--noheader", "--all", "-o", parsing.squeue_format(delimiter)])
+        return parsing.parse_squeue(output, delimiter)
 
     def submit(self, *, script: str, user: str, comment: str) -> str:
         """`sbatch --parsable` as `user`, the script on stdin (its #SBATCH lines say the rest).
@@ -46,17 +48,21 @@ class Slurm:
         self.runner.run("scancel", [job_id], as_user=user)
 
     def accounting(self, *, job_ids: Sequence[str] = (), since: datetime | None = None,
-                   users: Sequence[str] = ()) -> list[parsing.AccountedJob]:
+                   users: Sequence[str] = ()) -> parsing.Parsed[parsing.AccountedJob]:
         """Allocation rows from the accounting database (one `sacct`): the given jobs, or all
-        jobs of `users` (every user if none) submitted since `since`."""
-        args = ["--noheader", "--parsable2", f"--delimiter={parsing.DELIMITER}", "--allocations",
+        jobs of `users` (every user if none) submitted since `since` (timezone-aware)."""
+        delimiter = parsing.new_delimiter()
+        args = ["--noheader", "--parsable", f"--delimiter={delimiter}", "--allocations",
                 "--format", ",".join(parsing.SACCT_FIELDS)]
         if since is not None:
-            args += ["--starttime", since.strftime("%Y-%m-%dT%H:%M:%S"), "--endtime", "now"]
+            if since.tzinfo is None:
+                raise ValueError("since must be timezone-aware: sacct reads it in UTC here")
+            # The runner runs sacct with TZ=UTC.
+            args += ["--starttime", since.astimezone(UTC).strftime(parsing.TIME_FORMAT), "--endtime", "now"]
             args += ["--user", ",".join(users)] if users else ["--allusers"]
         else:
             args += ["--jobs", ",".join(job_ids)]
-        return parsing.parse_sacct(self.runner.run("sacct", args))
+        return parsing.parse_sacct(self.runner.run("sacct", args), delimiter)
 
     def user_directory_create(self, *, path: str, user: str) -> None:
         """mkdir -p as `user`: sbatch needs the output directory to exist, and creating it as the

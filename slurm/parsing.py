@@ -1,17 +1,44 @@
-"""Typed parsing of Slurm's text output (fixed field lists, one record per line)."""
+"""Typed parsing of Slurm's text output (fixed field lists, one record per delimited row).
 
+Job names, comments and submit lines are any user's text: they may hold '|', newlines, the ASCII
+separators and bytes that are not UTF-8. Every field is therefore followed by a delimiter drawn
+afresh for each command (`new_delimiter`): text written before the command ran cannot contain it,
+so no user can split a row or forge one, and a row ends at the delimiter followed by a newline,
+not at a newline. A row that still does not parse is skipped, logged and counted, never raised.
+"""
+
+import logging
 import re
-from collections.abc import Iterator
+import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Generic, TypeVar
 
-# Fields are joined with ASCII unit separator: job names and comments are user text and may hold
-# any printable character, '|' included.
-DELIMITER = "\x1f"
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# What the runner sets as SLURM_TIME_FORMAT (with TZ=UTC), and all parse_time accepts.
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 _GRES_PREFIX = re.compile(r"\bgres[:/]")
 _GRES = re.compile(r"(?P<name>\w+)(?::(?P<type>[^:(,]+))?:(?P<count>\d+)(?:\([^)]*\))?")
-_DURATION = re.compile(r"^(?:(?P<days>\d+)-)?(?P<rest>[\d:]+)$")
+_DURATION = re.compile(r"(?:(?P<days>\d+)-)?(?P<rest>\d+(?::\d+){0,2})", re.ASCII)
+_COUNT = re.compile(r"\d+", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[T]):
+    """The rows of one command's output, and how many rows were skipped as malformed."""
+
+    rows: list[T]
+    malformed: int = 0
+
+
+def new_delimiter() -> str:
+    """A field delimiter for one command: unit separators around a random token."""
+    return f"\x1f{secrets.token_hex(8)}\x1f"
 
 
 def parse_gres(text: str, resource: str = "gpu") -> dict[str, int]:
@@ -30,7 +57,7 @@ def parse_duration(text: str) -> timedelta | None:
     text = text.strip()
     if text.lower() in {"infinite", "unlimited", "partition_limit", "n/a", ""}:
         return None
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if not match:
         raise ValueError(f"not a Slurm duration: {text!r}")
     parts = [int(part) for part in match["rest"].split(":")]
@@ -57,25 +84,55 @@ def format_duration(value: timedelta) -> str:
 
 
 def parse_time(text: str) -> datetime | None:
-    """Slurm timestamps are local and naive ('2026-11-23T09:14:42'); 'Unknown'/'N/A' -> None."""
+    """Slurm's timestamp in TIME_FORMAT, printed in UTC (the runner sets TZ=UTC) -> aware UTC
+    datetime; 'Unknown'/'N/A' -> None."""
     text = text.strip()
     if not text or text in {"Unknown", "N/A", "None", "(null)"}:
         return None
-    return datetime.fromisoformat(text)
+    return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
 
 
-def _int(text: str) -> int:
-    text = text.strip()
-    return int(text) if text.isdigit() else 0
+def _count(text: str) -> int:
+    if not _COUNT.fullmatch(text):
+        raise ValueError(f"not a count: {text!r}")
+    return int(text)
 
 
-def records(output: str, fields: int) -> Iterator[list[str]]:
-    for line in output.splitlines():
-        if line.strip():
-            values = line.split(DELIMITER)
+def _parse(output: str, delimiter: str, fields: int, row: Callable[[list[str]], T],
+           command: str) -> Parsed[T]:
+    """Every field ends with `delimiter`, every row with `delimiter` and a newline; each row is
+    built (or skipped) on its own, so one bad row never hides the others."""
+    rows: list[T] = []
+    malformed = 0
+    *records, rest = output.split(f"{delimiter}\n")
+    if rest.strip():
+        # Output cut off inside a row: whatever it holds may be truncated.
+        malformed += 1
+        logger.warning("skipped an unterminated %s row: %s", command, _excerpt(rest))
+    for record in records:
+        # A first field (node name, job id) never holds a newline: text before one there is a
+        # line without a row end, not part of this row.
+        stray_end = record.partition(delimiter)[0].rfind("\n")
+        if stray_end >= 0:
+            stray, record = record[:stray_end], record[stray_end + 1:]
+            if stray.strip():
+                malformed += 1
+                logger.warning("skipped an unterminated %s row: %s", command, _excerpt(stray))
+        values = record.split(delimiter)
+        try:
             if len(values) != fields:
-                raise ValueError(f"expected {fields} fields, got {len(values)}: {line!r}")
-            yield [value.strip() for value in values]
+                raise ValueError(f"expected {fields} fields, got {len(values)}")
+            rows.append(row([value.strip() for value in values]))
+        except (ValueError, OverflowError) as error:
+            malformed += 1
+            logger.warning("skipped a malformed %s row (%s): %s", command, error, _excerpt(record))
+    return Parsed(rows=rows, malformed=malformed)
+
+
+def _excerpt(text: str) -> str:
+    """A row for the log: repr escapes what a user put in it (newlines, control characters)."""
+    text = repr(text)
+    return text if len(text) <= 200 else f"{text[:200]}..."
 
 
 @dataclass(frozen=True)
@@ -101,33 +158,36 @@ class NodeInPartition:
         return base in {"idle", "mixed", "allocated", "completing", "planned"}
 
 
-# `sinfo -O` field names, in the order the parser reads them. A width of 0 means "never
-# truncate"; each field is followed by the delimiter.
+# `sinfo -O` field names, in the order the parser reads them.
 SINFO_FIELDS = ["NodeHost", "Partition", "StateLong", "CPUsState", "Memory", "AllocMem",
                 "Gres", "GresUsed", "Time"]
 
 
-def parse_sinfo(output: str) -> list[NodeInPartition]:
-    rows = []
-    # The format puts a delimiter after the last field too, hence one empty trailing field.
-    for node, partition, state, cpus, memory, alloc_mem, gres, gres_used, time, _ in records(
-        output, len(SINFO_FIELDS) + 1
-    ):
-        allocated, _idle, _other, total = (_int(part) for part in cpus.split("/"))
-        rows.append(NodeInPartition(
-            node=node,
-            partition=partition.rstrip("*"),
-            is_default_partition=partition.endswith("*"),
-            state=state,
-            cpus_allocated=allocated,
-            cpus_total=total,
-            memory_mb=_int(memory),
-            memory_allocated_mb=_int(alloc_mem),
-            gpus=parse_gres(gres),
-            gpus_used=parse_gres(gres_used),
-            partition_max_time=parse_duration(time),
-        ))
-    return rows
+def sinfo_format(delimiter: str) -> str:
+    """The `sinfo -O` argument: a width of 0 means "never truncate", the delimiter is a suffix."""
+    return ",".join(f"{field}:0{delimiter}" for field in SINFO_FIELDS)
+
+
+def _node_in_partition(values: list[str]) -> NodeInPartition:
+    node, partition, state, cpus, memory, alloc_mem, gres, gres_used, time = values
+    allocated, _idle, _other, total = (_count(part) for part in cpus.split("/"))
+    return NodeInPartition(
+        node=node,
+        partition=partition.rstrip("*"),
+        is_default_partition=partition.endswith("*"),
+        state=state,
+        cpus_allocated=allocated,
+        cpus_total=total,
+        memory_mb=_count(memory),
+        memory_allocated_mb=_count(alloc_mem),
+        gpus=parse_gres(gres),
+        gpus_used=parse_gres(gres_used),
+        partition_max_time=parse_duration(time),
+    )
+
+
+def parse_sinfo(output: str, delimiter: str) -> Parsed[NodeInPartition]:
+    return _parse(output, delimiter, len(SINFO_FIELDS), _node_in_partition, "sinfo")
 
 
 @dataclass(frozen=True)
@@ -154,26 +214,32 @@ class QueuedJob:
         return sum(parse_gres(self.tres_per_node).values()) * max(self.node_count, 1)
 
 
-SQUEUE_FORMAT = DELIMITER.join(
-    ["%i", "%P", "%T", "%u", "%r", "%D", "%C", "%b", "%N", "%S", "%e", "%l", "%k", "%j"]
-)
+# `squeue -o` fields, user text (comment, name) last.
+SQUEUE_FIELDS = ["%i", "%P", "%T", "%u", "%r", "%D", "%C", "%b", "%N", "%S", "%e", "%l", "%k", "%j"]
 
 
-def parse_squeue(output: str) -> list[QueuedJob]:
-    jobs = []
-    for (job_id, partition, state, user, reason, node_count, cpus, tres, nodes, start, end,
-         limit, comment, name) in records(output, 14):
-        jobs.append(QueuedJob(
-            job_id=job_id, partition=partition, state=state, user=user,
-            reason="" if reason == "None" else reason,
-            node_count=_int(node_count), cpus=_int(cpus),
-            tres_per_node="" if tres == "N/A" else tres,
-            nodes="" if nodes == "(null)" else nodes,
-            start_time=parse_time(start), end_time=parse_time(end),
-            time_limit=parse_duration(limit),
-            comment="" if comment == "(null)" else comment, name=name,
-        ))
-    return jobs
+def squeue_format(delimiter: str) -> str:
+    """The `squeue -o` argument; no width, so squeue never pads or truncates a field."""
+    return "".join(f"{field}{delimiter}" for field in SQUEUE_FIELDS)
+
+
+def _queued_job(values: list[str]) -> QueuedJob:
+    (job_id, partition, state, user, reason, node_count, cpus, tres, nodes, start, end, limit,
+     comment, name) = values
+    return QueuedJob(
+        job_id=job_id, partition=partition, state=state, user=user,
+        reason="" if reason == "None" else reason,
+        node_count=_count(node_count), cpus=_count(cpus),
+        tres_per_node="" if tres == "N/A" else tres,
+        nodes="" if nodes == "(null)" else nodes,
+        start_time=parse_time(start), end_time=parse_time(end),
+        time_limit=parse_duration(limit),
+        comment="" if comment == "(null)" else comment, name=name,
+    )
+
+
+def parse_squeue(output: str, delimiter: str) -> Parsed[QueuedJob]:
+    return _parse(output, delimiter, len(SQUEUE_FIELDS), _queued_job, "squeue")
 
 
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu(?::(?P<type>[^=,]+))?=(?P<count>\d+)")
@@ -228,24 +294,20 @@ SACCT_FIELDS = ["JobID", "State", "ExitCode", "Submit", "Start", "End", "Elapsed
                 "AllocTRES", "Reason", "Comment", "SubmitLine", "Partition"]
 
 
-def parse_sacct(output: str) -> list[AccountedJob]:
-    """Rows of `sacct -X --parsable2 --delimiter=DELIMITER`; a malformed row is skipped.
+def _accounted_job(values: list[str]) -> AccountedJob:
+    (job_id, state, exit_code, submit, start, end, elapsed, nodes, tres, reason, comment,
+     submit_line, partition) = values
+    code, signal = parse_exit_code(exit_code)
+    return AccountedJob(
+        job_id=job_id, state=state, exit_code=code, exit_signal=signal,
+        submit_time=parse_time(submit), start_time=parse_time(start), end_time=parse_time(end),
+        elapsed_seconds=_count(elapsed), nodes="" if nodes in ("None assigned", "(null)") else nodes,
+        gpus=parse_tres_gpus(tres), reason="" if reason == "None" else reason,
+        comment=comment, submit_line=submit_line, partition=partition,
+    )
 
-    Other users' jobs can carry newlines in their submit line; one odd row must not hide the rest.
-    """
-    jobs = []
-    for line in output.splitlines():
-        values = line.split(DELIMITER)
-        if len(values) != len(SACCT_FIELDS):
-            continue
-        (job_id, state, exit_code, submit, start, end, elapsed, nodes, tres, reason, comment,
-         submit_line, partition) = (value.strip() for value in values)
-        code, signal = parse_exit_code(exit_code)
-        jobs.append(AccountedJob(
-            job_id=job_id, state=state, exit_code=code, exit_signal=signal,
-            submit_time=parse_time(submit), start_time=parse_time(start), end_time=parse_time(end),
-            elapsed_seconds=_int(elapsed), nodes="" if nodes in ("None assigned", "(null)") else nodes,
-            gpus=parse_tres_gpus(tres), reason="" if reason == "None" else reason,
-            comment=comment, submit_line=submit_line, partition=partition,
-        ))
-    return jobs
+
+def parse_sacct(output: str, delimiter: str) -> Parsed[AccountedJob]:
+    """Rows of `sacct --allocations --parsable --delimiter=<delimiter>` (--parsable, unlike
+    --parsable2, ends each row with the delimiter too)."""
+    return _parse(output, delimiter, len(SACCT_FIELDS), _accounted_job, "sacct")

@@ -1,12 +1,22 @@
 """The Slurm adapter against the real local cluster."""
 
+import subprocess
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from slurm.errors import SlurmUnreachable
+from slurm.errors import SlurmRejected, SlurmUnreachable
+from slurm.parsing import Parsed
+
+pytestmark = pytest.mark.integration
 
 
 def test_nodes_show_both_partitions_with_four_gpus(slurm):
-    rows = {row.partition: row for row in slurm.nodes()}
+    parsed = slurm.nodes()
+    assert parsed.malformed == 0
+    rows = {row.partition: row for row in parsed.rows}
     assert set(rows) >= {"gpu", "debug"}
     assert rows["gpu"].is_default_partition and not rows["debug"].is_default_partition
     assert rows["gpu"].gpus == {"a100": 4}
@@ -16,7 +26,8 @@ def test_nodes_show_both_partitions_with_four_gpus(slurm):
 
 
 def test_queue_parses(slurm):
-    assert isinstance(slurm.queue(), list)
+    parsed = slurm.queue()
+    assert isinstance(parsed, Parsed) and parsed.malformed == 0
 
 
 def test_stopped_slurmctld_is_unreachable(slurm, slurmctld_stopped):
@@ -26,33 +37,79 @@ def test_stopped_slurmctld_is_unreachable(slurm, slurmctld_stopped):
         slurm.nodes()
 
 
-def test_submit_as_user_then_accounting_and_cancel(slurm):
-    import time
-    import uuid
-
+def test_submit_as_user_then_accounting_and_cancel(slurm, monkeypatch):
+    # Whatever zone the portal runs in (here UTC-8), Slurm's timestamps come back as UTC and
+    # `since` is read as UTC.
+    monkeypatch.setenv("TZ", "PST8")
     comment = f"gpuportal:{uuid.uuid4()}"
     script = "#!/bin/bash\n#SBATCH --time=1\n#SBATCH --mem=100M\n#SBATCH --output=/dev/null\nsleep 60\n"
     job_id = slurm.submit(script=script, user="alice", comment=comment)
     try:
         assert job_id.isdigit()
-        (queued,) = [job for job in slurm.queue() if job.job_id == job_id]
+        (queued,) = [job for job in slurm.queue().rows if job.job_id == job_id]
         assert queued.user == "alice" and queued.comment == comment
     finally:
         slurm.cancel(job_id=job_id, user="alice")
     deadline = time.monotonic() + 20
     while True:
-        rows = slurm.accounting(job_ids=[job_id])
+        rows = slurm.accounting(job_ids=[job_id]).rows
         if rows and rows[0].end_time is not None:
             break
         assert time.monotonic() < deadline
         time.sleep(0.5)
     # Comment with AccountingStoreFlags=job_comment; SubmitLine (filled once the job started) without.
     assert rows[0].base_state == "CANCELLED" and comment in rows[0].comment + rows[0].submit_line
+    assert abs(rows[0].submit_time - datetime.now(UTC)) < timedelta(minutes=2)
+    # A time-window query can miss a job that ended in the same second: ask until it is there.
+    since = rows[0].submit_time - timedelta(seconds=1)
+    while job_id not in {row.job_id for row in slurm.accounting(since=since, users=["alice"]).rows}:
+        assert time.monotonic() < deadline + 10
+        time.sleep(0.5)
+
+
+def test_accounting_refuses_a_naive_since(slurm):
+    with pytest.raises(ValueError, match="timezone-aware"):
+        slurm.accounting(since=datetime.now())
 
 
 def test_sbatch_rejection_carries_slurms_message(slurm):
-    from slurm.errors import SlurmRejected
-
     script = "#!/bin/bash\n#SBATCH --gres=gpu:5\n#SBATCH --time=1\ntrue\n"
     with pytest.raises(SlurmRejected, match="Requested node configuration is not available"):
         slurm.submit(script=script, user="alice", comment="gpuportal:reject-test")
+
+
+def _held_job_as_alice(*options: bytes) -> str:
+    """sbatch with raw bytes in argv, as any user on a login node could."""
+    argv = [b"/usr/sbin/runuser", b"-u", b"alice", b"--", b"/usr/bin/sbatch", b"--parsable", b"--hold",
+            b"--time=1", b"--mem=100M", b"--output=/dev/null", *options, b"--wrap", b"sleep 60"]
+    done = subprocess.run(argv, capture_output=True, check=True, cwd="/tmp", timeout=20)
+    return done.stdout.decode().strip()
+
+
+def test_a_hostile_job_name_and_comment_hide_no_other_job(slurm):
+    name = b"evil\nname\x1fwith\x1f\x1fseparators"
+    hostile = _held_job_as_alice(b"--job-name=" + name, b"--comment=bad\xff\xfe")
+    try:
+        normal = _held_job_as_alice(b"--job-name=normal", b"--comment=adapter-test:normal")
+        try:
+            parsed = slurm.queue()
+            jobs = {job.job_id: job for job in parsed.rows}
+            assert parsed.malformed == 0
+            assert (jobs[normal].name, jobs[normal].comment, jobs[normal].user) == (
+                "normal", "adapter-test:normal", "alice")
+            # The per-call delimiter keeps even this row whole; undecodable bytes are replaced.
+            assert jobs[hostile].name == name.decode()
+            assert jobs[hostile].comment == "bad\ufffd\ufffd" and jobs[hostile].state == "PENDING"
+
+            # slurmdbd learns of new jobs a moment later.
+            deadline = time.monotonic() + 10
+            while len((accounted := slurm.accounting(job_ids=[hostile, normal])).rows) < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+            assert accounted.malformed == 0
+            submit_lines = {row.job_id: row.submit_line for row in accounted.rows}
+            assert name.decode() in submit_lines[hostile] and "--job-name=normal" in submit_lines[normal]
+        finally:
+            slurm.cancel(job_id=normal, user="alice")
+    finally:
+        slurm.cancel(job_id=hostile, user="alice")

@@ -1,6 +1,9 @@
 """The runner against stub Slurm commands (batchspawner's pattern); the real thing is in
 test_adapter_real.py."""
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,116 @@ def test_refuses_a_user_name_that_is_not_an_account(bin_dir, name):
         SlurmRunner(bin_dir, exec_prefix=("sudo", "-u", "{username}")).run(
             "sbatch", [], as_user=name)
 
+
+
+def test_output_that_is_not_utf8_is_replaced_not_raised(bin_dir):
+    _stub(bin_dir, "squeue", r"printf 'name\377\376 caf\303\251\n'")
+    assert SlurmRunner(bin_dir).run("squeue", []) == "name\ufffd\ufffd café\n"
+
+
+def test_an_error_that_is_not_utf8_still_carries_the_message(bin_dir):
+    _stub(bin_dir, "sbatch", r"printf 'sbatch: error: bad name \377\n' >&2; exit 1")
+    with pytest.raises(SlurmRejected) as error:
+        SlurmRunner(bin_dir).run("sbatch", [])
+    assert error.value.message == "bad name \ufffd"
+
+
+def test_stdin_is_sent_as_utf8(bin_dir):
+    _stub(bin_dir, "sbatch", "cat")
+    assert SlurmRunner(bin_dir).run("sbatch", [], stdin="#!/bin/sh\necho café\n") == "#!/bin/sh\necho café\n"
+
+
+_SHOW_ENV = 'echo "TZ=$TZ FMT=$SLURM_TIME_FORMAT LANG=$LANG CONF=${SLURM_CONF-unset} SECRET=${SECRET-unset}"'
+
+
+def test_the_portals_own_commands_get_a_fixed_environment(bin_dir, monkeypatch):
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
+    monkeypatch.setenv("SECRET", "portal-only")
+    monkeypatch.setenv("SLURM_CONF", "/etc/other/slurm.conf")
+    _stub(bin_dir, "squeue", _SHOW_ENV)
+    assert SlurmRunner(bin_dir).run("squeue", []) == (
+        "TZ=UTC FMT=%Y-%m-%dT%H:%M:%S LANG=C.UTF-8 CONF=/etc/other/slurm.conf SECRET=unset\n")
+
+
+def test_commands_as_a_user_keep_the_environment_but_pin_the_time_zone(bin_dir, monkeypatch):
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    monkeypatch.setenv("LANG", "de_DE.UTF-8")
+    monkeypatch.setenv("SECRET", "inherited")
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    _stub(bin_dir, "prefix", 'shift; exec "$@"')
+    _stub(bin_dir, "sbatch", _SHOW_ENV)
+    runner = SlurmRunner(bin_dir, exec_prefix=(str(bin_dir / "prefix"), "{username}"))
+    assert runner.run("sbatch", [], as_user="alice") == (
+        "TZ=UTC FMT=%Y-%m-%dT%H:%M:%S LANG=de_DE.UTF-8 CONF=unset SECRET=inherited\n")
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, process group) of a process, None once it is gone."""
+    try:
+        # 'pid (comm) state ppid pgrp ...': comm may hold spaces, so split after the last ')'.
+        state, _ppid, group = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+    except (OSError, IndexError):
+        return None
+    return state, int(group)
+
+
+def _survivors(pids: list[int]) -> list[int]:
+    """Those of `pids`, and of their process groups, still running; a zombie is dead (PID 1 here
+    reaps orphans only every few seconds)."""
+    groups = {stat[1] for stat in map(_stat, pids) if stat}
+    everyone = {int(path.name) for path in Path("/proc").iterdir() if path.name.isdigit()}
+    return sorted(pid for pid in everyone
+                  if (stat := _stat(pid)) and stat[0] != "Z" and (pid in pids or stat[1] in groups))
+
+
+def _assert_all_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + 5
+    while survivors := _survivors(pids):
+        assert time.monotonic() < deadline, f"still running: {survivors}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def forking_prefix(bin_dir):
+    """A prefix that forks the command and waits, as runuser and sudo do, and a command that starts
+    a child of its own; each writes its pid down."""
+    pids = bin_dir / "pids"
+    _stub(bin_dir, "prefix", f'echo "$$" >> {pids}; shift; "$@" & wait')
+    _stub(bin_dir, "sbatch", f'sleep 60 & echo "$! $$" >> {pids}; sleep 60')
+    runner = SlurmRunner(bin_dir, exec_prefix=(str(bin_dir / "prefix"), "{username}"), timeout=1)
+    return runner, pids
+
+
+def _started(pids: Path) -> list[int]:
+    """prefix, the command's child, the command: once all three are up."""
+    deadline = time.monotonic() + 5
+    while not pids.exists() or len(pids.read_text().split()) < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return [int(pid) for pid in pids.read_text().split()]
+
+
+def test_a_timeout_kills_the_whole_process_group(forking_prefix):
+    runner, pids = forking_prefix
+    began = time.monotonic()
+    with pytest.raises(SlurmUnreachable, match="did not answer"):
+        runner.run("sbatch", [], as_user="alice")
+    assert time.monotonic() - began < runner.timeout + 3  # not waiting for the command's own end
+    _assert_all_gone(_started(pids))
+
+
+def test_an_interrupted_call_kills_the_whole_process_group(forking_prefix, monkeypatch):
+    """E.g. a Celery soft time limit raised while the command runs."""
+    runner, pids = forking_prefix
+
+    def interrupted(self, input=None, timeout=None):
+        prefix, *rest = _started(pids)
+        # A group of its own, led by the prefix: killing it cannot hit the test's processes.
+        assert [_stat(pid)[1] for pid in rest] == [prefix, prefix] and prefix != os.getpgid(0)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run("sbatch", [], as_user="alice")
+    _assert_all_gone(_started(pids))
