@@ -1,10 +1,12 @@
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
+from portal.cluster.models import Node, Partition, PartitionGpu
 from slurm.adapter import Slurm
 from tests.factories import UserFactory
 
@@ -46,3 +48,14 @@ def slurmctld_stopped():
         yield
     finally:
         subprocess.run([ctl, "start"], check=True, capture_output=True)
+
+
+@pytest.fixture
+def partitions(db):
+    """A stored snapshot shaped like the local cluster, for tests that need no real Slurm."""
+    Partition.objects.create(name="gpu", is_default=True, node_count=1, cpus_total=64)
+    Partition.objects.create(name="debug", max_time=timedelta(hours=1), node_count=1, cpus_total=64)
+    Node.objects.create(name="vm", state="idle", partitions=["gpu", "debug"], cpus_total=64,
+                        memory_mb=515000, gpus={"a100": 4}, gpus_used={"a100": 0})
+    for partition in Partition.objects.all():
+        PartitionGpu.objects.create(partition=partition, gpu_type="a100", total=4)

@@ -7,13 +7,13 @@ logged and answered as a JSON 500 (never Django's HTML page).
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import DataError
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from portal.core.errors import InvalidInput, PortalError
+from portal.core.errors import InvalidInput, PortalError, TooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,8 @@ def _as_portal_error(exc: Exception) -> PortalError | None:
     if isinstance(exc, exceptions.ValidationError):
         fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         return InvalidInput(fields)
+    if isinstance(exc, RequestDataTooBig):
+        return TooLarge("The request body is too large.")
     if isinstance(exc, DataError):
         # A value the database cannot hold (validators should have caught it first).
         return InvalidInput({"non_field_errors": ["A value is out of range."]})

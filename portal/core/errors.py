@@ -51,6 +51,11 @@ class Conflict(PortalError):
     code = "conflict"
 
 
+class TooLarge(PortalError):
+    status = 413
+    code = "too_large"
+
+
 class TooManyRequests(PortalError):
     status = 429
     code = "too_many_requests"

@@ -4,6 +4,7 @@ loses tokens and grants at the next directory sync (and at login); bad input is 
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from oauth2_provider.models import AccessToken, Application
@@ -56,7 +57,8 @@ def _token(api_client, user):
 def test_a_user_who_left_the_group_loses_tokens_and_grants(api_client, bob_leaves):
     key = _token(api_client, "bob")
     bob = User.objects.get(username="bob")
-    app = Application.objects.create(name="x", client_type="confidential", authorization_grant_type="password")
+    app = Application.objects.create(name="x", client_type="confidential",
+                                     authorization_grant_type="password")
     AccessToken.objects.create(user=bob, application=app, token="t" * 40, expires="2099-01-01T00:00Z")
     bob_leaves()
 
@@ -104,8 +106,7 @@ def test_control_characters_count_towards_the_lockout(api_client, settings):
 @pytest.mark.fault
 def test_slapd_stopped_logins_unavailable_tokens_keep_working(api_client):
     key = _token(api_client, "alice")
-    pidfile = "/var/lib/gpuportal/ldap/slapd.pid"
-    pid = int(open(pidfile).read())
+    pid = int(Path("/var/lib/gpuportal/ldap/slapd.pid").read_text())
     os.kill(pid, 15)
     try:
         for _ in range(50):

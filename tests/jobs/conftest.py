@@ -1,22 +1,11 @@
 import contextlib
 import time
-from datetime import timedelta
 
 import pytest
 
-from portal.cluster.models import Node, Partition
 from portal.jobs.models import IN_SLURM_STATES, Job
 from slurm.errors import SlurmError
 from tests.poll_helpers import slurm_poll
-
-
-@pytest.fixture
-def partitions(db):
-    """A stored snapshot shaped like the local cluster, for tests that need no real Slurm."""
-    Partition.objects.create(name="gpu", is_default=True, node_count=1, cpus_total=64)
-    Partition.objects.create(name="debug", max_time=timedelta(hours=1), node_count=1, cpus_total=64)
-    Node.objects.create(name="vm", state="idle", partitions=["gpu", "debug"], cpus_total=64,
-                        memory_mb=515000, gpus={"a100": 4}, gpus_used={"a100": 0})
 
 
 @pytest.fixture

@@ -42,7 +42,8 @@ def _queued(job, state="RUNNING", reason="None"):
     return QueuedJob(job_id=job.slurm_job_id, partition="gpu", state=state, user="alice",
                      reason="" if reason == "None" else reason, node_count=1, cpus=8,
                      tres_per_node="gres/gpu:1", nodes="vm" if state == "RUNNING" else "",
-                     start_time=datetime(2026, 11, 23, 9, tzinfo=UTC) if state == "RUNNING" else None, end_time=None,
+                     start_time=datetime(2026, 11, 23, 9, tzinfo=UTC) if state == "RUNNING" else None,
+                     end_time=None,
                      time_limit=timedelta(hours=1), comment=job.slurm_comment, name=job.name)
 
 

@@ -1,0 +1,177 @@
+"""The hostile-input corpus against every field of the API and the forms: a 400 that names the
+field, or a value that lands in the script quoted. Never a 5xx, never an HTML error from the API."""
+
+import json
+import shlex
+
+import pytest
+
+from portal.accounts.services import api_token_create
+from portal.jobs.job_templates import catalog
+from portal.jobs.models import Job
+from tests.factories import JobFactory, UserFactory
+from tests.hostile_corpus import CORPUS, STRINGS, nested
+
+# A form post is percent-encoded UTF-8: a lone surrogate cannot be sent, only over JSON.
+FORM_STRINGS = [value for value in STRINGS if value != "\ud800"]
+
+pytestmark = pytest.mark.django_db
+
+JOB_FIELDS = ["commands", "gpus", "nodes", "partition", "time_limit", "modules", "container"]
+SESSION_FIELDS = ["name", "partition", "gpus", "hours", "nodes"]
+VALID_JOB = {"commands": "echo hi", "gpus": 0, "time_limit": 5}
+
+
+@pytest.fixture(autouse=True)
+def _cluster(settings, monkeypatch, partitions):
+    """Partitions from the real poll; no sbatch (the corpus asserts on the stored script), no hub."""
+    settings.JUPYTERHUB_API_URL = "http://127.0.0.1:9/hub/api"
+    settings.JUPYTERHUB_TIMEOUT_SECONDS = 1
+    monkeypatch.setattr("portal.jobs.tasks.job_submit_first.delay", lambda job_id: None)
+
+
+def _post(client, path, body, **headers):
+    return client.post(path, json.dumps(body), content_type="application/json", **headers)
+
+
+def _json_error(response, *field_path):
+    assert response.status_code < 500, response.content[:300]
+    assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
+    body = response.json()
+    if response.status_code == 400:
+        fields = body["fields"]
+        for key in field_path:
+            if key in fields:
+                fields = fields[key]
+        assert fields, body
+    return body
+
+
+def _quoted(value: str, script: str) -> bool:
+    return shlex.quote(value) in script or all(shlex.quote(word) in script for word in value.split())
+
+
+@pytest.mark.parametrize("field", JOB_FIELDS)
+@pytest.mark.parametrize("value", CORPUS, ids=repr)
+def test_job_parameters(token_client, field, value):
+    body = {"template": "custom", "parameters": {**VALID_JOB, field: value}}
+    response = _post(token_client, "/api/v1/jobs/", body)
+    result = _json_error(response, "parameters", field)
+    if response.status_code == 400:
+        assert field in result["fields"].get("parameters", {}), result
+    else:
+        assert response.status_code == 201, result
+        script = Job.objects.get(pk=result["id"]).script
+        stored = result["parameters"][field]
+        if isinstance(stored, str) and stored:
+            assert _quoted(stored, script), (field, stored)
+        assert script.count("#SBATCH") == script.split("\n\n", 1)[0].count("#SBATCH")  # header only
+
+
+@pytest.mark.parametrize("field", ["template", "name", "parameters"])
+@pytest.mark.parametrize("value", CORPUS, ids=repr)
+def test_job_top_level_fields(token_client, field, value):
+    body = {"template": "custom", "parameters": VALID_JOB, field: value}
+    response = _post(token_client, "/api/v1/jobs/", body)
+    result = _json_error(response)
+    if response.status_code == 400:
+        assert field in result["fields"] or "parameters" in result["fields"], result
+    else:
+        assert response.status_code == 201
+        assert Job.objects.get(pk=result["id"]).script.splitlines()[1].startswith("#SBATCH --job-name=")
+
+
+@pytest.mark.parametrize("field", SESSION_FIELDS)
+@pytest.mark.parametrize("value", CORPUS, ids=repr)
+def test_session_options(token_client, field, value):
+    response = _post(token_client, "/api/v1/sessions/", {"name": "s1", field: value})
+    # With the hub down, a valid request is a 503; anything else must be refused naming the field.
+    if response.status_code != 503:
+        result = _json_error(response)
+        assert response.status_code == 400 and field in result["fields"], result
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ("state=RUNNING'--", "state"), ("submitted_after=2026-02-30", "submitted_after"),
+    ("submitted_after=99999-01-01", "submitted_after"), ("page_size=10000000000000000000", None),
+    ("cursor=%00%ff", None), ("template=" + "x" * 5000, "template"), ("user=%0a", None),
+])
+def test_job_list_queries(token_client, query, field):
+    response = token_client.get(f"/api/v1/jobs/?{query}")
+    result = _json_error(response)
+    if response.status_code == 400 and field:
+        assert field in result["fields"]
+
+
+@pytest.mark.parametrize("offset", ["-1", "1e9", "99999999999999999999999", "x", "%00"])
+def test_log_offsets(token_client, user, offset):
+    job = JobFactory(user=user)
+    response = token_client.get(f"/api/v1/jobs/{job.pk}/log/?offset={offset}")
+    assert response.status_code in (200, 400, 409), response.content[:200]
+    if response.status_code == 400:
+        assert "offset" in response.json()["fields"]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs/99999999999999999999/", "/api/v1/jobs/-1/",
+                                  "/api/v1/jobs/1e3/", "/api/v1/sessions/%00/", "/api/v1/nope/",
+                                  "/api/v1/sessions/" + "a" * 300 + "/"])
+def test_odd_paths_are_json_404s(token_client, path):
+    response = token_client.get(path)
+    assert response.status_code == 404 and response["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize("body", [nested(100_000), nested(33), "{" * 50_000,
+                                  '{"template": "x"' + " " * (2 << 20) + "}", b"\xff\xfe{}", "[]", "null",
+                                  '"text"', "1e999999", "NaN"])
+def test_bodies(token_client, body):
+    for path in ("/api/v1/jobs/", "/api/v1/sessions/", "/api/v1/tokens/"):
+        response = token_client.post(path, body, content_type="application/json")
+        assert response.status_code in (400, 413), (path, response.status_code, response.content[:200])
+        assert response["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize("key", ["", " ", "a" * 256, "x\ny", "é"])
+def test_bad_idempotency_keys_name_the_header(token_client, key):
+    response = _post(token_client, "/api/v1/jobs/", {"template": "custom", "parameters": VALID_JOB},
+                     HTTP_IDEMPOTENCY_KEY=key)
+    assert response.status_code == 400 and "Idempotency-Key" in response.json()["fields"]
+
+
+@pytest.mark.parametrize("value", [*FORM_STRINGS, "10000000000000000000", "1e308", "nan"], ids=repr)
+def test_compose_form(client, user, value):
+    client.force_login(user)
+    for field in JOB_FIELDS:
+        form = {"name": "x", "action": "preview", "commands": "echo hi", "gpus": "0", "nodes": "1",
+                "time_limit": "5", field: value}
+        response = client.post("/jobs/new/custom/", form)
+        assert response.status_code in (200, 400), (field, value, response.status_code)
+
+
+@pytest.mark.parametrize("value", [*FORM_STRINGS, "10000000000000000000", "1e308", "nan", "-1"], ids=repr)
+def test_server_form(client, user, value):
+    client.force_login(user)
+    for field in SESSION_FIELDS:
+        form = {"name": "s1", "partition": "gpu", "gpus": "1", "hours": "1", "nodes": "1", field: value}
+        response = client.post("/servers/", form)
+        assert response.status_code in (200, 302, 400), (field, value, response.status_code)
+
+
+def test_a_job_owner_without_a_unix_account_is_a_clear_400(token_client):
+    ghost = UserFactory(username="ghost")
+    _, key = api_token_create(user=ghost, name="t")
+    token_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    response = _post(token_client, "/api/v1/jobs/", {"template": "custom", "parameters": VALID_JOB})
+    assert response.status_code == 400 and "Unix account" in str(response.json()["fields"])
+    JobFactory(user=ghost)
+    job = Job.objects.filter(user=ghost).first()
+    assert token_client.get(f"/api/v1/jobs/{job.pk}/log/").status_code in (400, 409)
+
+
+def test_every_template_refuses_an_overflowing_time_limit(token_client):
+    for slug in catalog().templates:
+        for minutes in (10**19, 2**63):
+            response = _post(token_client, "/api/v1/jobs/", {"template": slug,
+                                                              "parameters": {"time_limit": minutes}})
+            assert response.status_code == 400, (slug, response.content[:200])
+            assert "time_limit" in response.json()["fields"]["parameters"]
+
