@@ -162,9 +162,9 @@ class QueuePoller:
     async def _query(self) -> Snapshot:
         started = time.monotonic()
         try:
-            queue = await asyncio.to_thread(self.slurm.queue)
+            queue = (await asyncio.to_thread(self.slurm.queue)).rows
             jobs: dict[str, QueuedJob] | None = {job.job_id: job for job in queue}
-        except (SlurmError, ValueError) as error:
+        except SlurmError as error:
             logger.warning("squeue failed, server states unknown: %s", error)
             jobs = None
         finally:

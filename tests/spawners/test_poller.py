@@ -8,7 +8,7 @@ from dataclasses import replace
 from batchspawner import JobStatus
 
 from slurm.errors import SlurmUnreachable
-from slurm.parsing import QueuedJob
+from slurm.parsing import Parsed, QueuedJob
 from spawners.slurm_spawner import PortalSlurmSpawner, QueuePoller
 
 JOB = QueuedJob(job_id="7", partition="gpu", state="RUNNING", user="alice", reason="", node_count=1,
@@ -35,7 +35,7 @@ class StubSlurm:
         time.sleep(0.05)  # long enough for concurrent callers to overlap
         if self.down:
             raise SlurmUnreachable("Unable to contact slurm controller")
-        return self.jobs
+        return Parsed(rows=self.jobs)
 
 
 def test_concurrent_polls_share_one_squeue():
