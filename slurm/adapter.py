@@ -30,9 +30,12 @@ class Slurm:
         return parsing.parse_sinfo(output, delimiter)
 
     def queue(self) -> parsing.Parsed[parsing.QueuedJob]:
-        """Every job Slurm still tracks, all users and partitions (one `squeue`)."""
+        """Every job Slurm still tracks, all users and partitions (one `squeue`), finished ones too:
+        slurmctld keeps those for MinJobAge, and a job that ended in between is found here by its
+        comment before accounting may have it (a retried submission must not run it twice)."""
         delimiter = parsing.new_delimiter()
-        output = self.runner.run("squeue", ["--noheader", "--all", "-o", parsing.squeue_format(delimiter)])
+        output = self.runner.run("squeue", ["--noheader", "--all", "--states=all", "-o",
+                                            parsing.squeue_format(delimiter)])
         return parsing.parse_squeue(output, delimiter)
 
     def submit(self, *, script: str, user: str, comment: str) -> str:
@@ -63,10 +66,3 @@ class Slurm:
         else:
             args += ["--jobs", ",".join(job_ids)]
         return parsing.parse_sacct(self.runner.run("sacct", args), delimiter)
-
-    def user_directory_create(self, *, path: str, user: str) -> None:
-        """mkdir -p as `user`: sbatch needs the output directory to exist, and creating it as the
-        user means the portal never writes into a home directory with its own rights."""
-        files = SlurmRunner(bin_dir=Path("/usr/bin"), exec_prefix=self.runner.exec_prefix,
-                            timeout=self.runner.timeout)
-        files.run("mkdir", ["-p", "--", path], as_user=user)

@@ -8,12 +8,12 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import DataError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from portal.core.errors import InvalidInput, PortalError, TooLarge
+from portal.core.errors import InvalidInput, PortalError, TooLarge, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +31,14 @@ def error_body(error: PortalError) -> dict[str, Any]:
     return {"detail": error.message, "code": error.code, "fields": fields}
 
 
-def _as_portal_error(exc: Exception) -> PortalError | None:
+def portal_error_of(exc: Exception) -> PortalError | None:
+    """The portal's error for an exception, or None for a bug (answered as a logged 500)."""
     if isinstance(exc, PortalError):
         return exc
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The database restarting or unreachable: Django reconnects on the next request.
+        return Unavailable("The portal's database is unavailable; try again shortly.",
+                           code="database_unavailable")
     if isinstance(exc, exceptions.ValidationError):
         fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         return InvalidInput(fields)
@@ -50,7 +55,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
-    portal_error = _as_portal_error(exc)
+    portal_error = portal_error_of(exc)
     if portal_error is not None:
         return Response(error_body(portal_error), status=portal_error.status)
     if isinstance(exc, exceptions.APIException):

@@ -6,7 +6,7 @@ import logging
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from portal.core.api_errors import error_body
+from portal.core.api_errors import error_body, portal_error_of
 from portal.core.errors import PortalError
 
 logger = logging.getLogger(__name__)
@@ -24,10 +24,10 @@ class PortalErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if isinstance(exception, PortalError):
+        if (error := portal_error_of(exception)) is not None:
             if is_api(request):
-                return JsonResponse(error_body(exception), status=exception.status)
-            return render(request, "error.html", {"error": exception}, status=exception.status)
+                return JsonResponse(error_body(error), status=error.status)
+            return render(request, "error.html", {"error": error}, status=error.status)
         if is_api(request):
             logger.exception("unhandled error on %s", request.path)
             return JsonResponse({"detail": "Internal error; it has been logged.", "code": "server_error",

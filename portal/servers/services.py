@@ -26,6 +26,9 @@ SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,29}$")
 
 # The hub names a server's Slurm job after it (spawners.slurm_spawner.req_job_name).
 JOB_NAME_PREFIX = "jupyterhub:"
+# Slurm states in which a server's job still holds (or waits for) its allocation.
+LIVE_SLURM_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                               "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"})
 
 
 def _hub_error(error: HubError) -> Exception:
@@ -196,8 +199,9 @@ def servers_apply_queue(*, queue: list[QueuedJob]) -> list[NotebookServer]:
     """The poll cycle, for every user's active servers: record the Slurm job and its end time from
     this cycle's squeue (a job is found by id, or by owner and the hub's job name before the portal
     knows its id). Returns the servers whose job has left the queue: accounting says how it ended."""
-    by_id = {row.job_id: row for row in queue}
-    by_name = {(row.user, row.name): row for row in queue if row.name.startswith(JOB_NAME_PREFIX)}
+    live = [row for row in queue if row.state in LIVE_SLURM_STATES]  # the queue keeps finished jobs too
+    by_id = {row.job_id: row for row in live}
+    by_name = {(row.user, row.name): row for row in live if row.name.startswith(JOB_NAME_PREFIX)}
     left = []
     for server in NotebookServer.objects.filter(ended_at__isnull=True).select_related("user"):
         row = by_id.get(server.job_id) if server.job_id else by_name.get(

@@ -12,9 +12,9 @@ The first attempt runs in Celery, so no web worker waits on Slurm.
 """
 
 import logging
+import os
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +30,7 @@ from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
+from slurm.user_files import job_output_dir_create
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,20 @@ def job_submit_dispatch(*, job: Job) -> None:
         job_submit_first.delay(job.pk)
     except Exception as error:  # any broker failure means "later", never a 5xx
         logger.warning("could not queue job %s for submission, the poll cycle will: %s", job.pk, error)
+        Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL).update(
+            reason="Background workers are unreachable: the job is saved and goes to Slurm when "
+                   "they are back.")
+
+
+def job_submit_first_attempt(*, job_id: int) -> None:
+    """Whatever goes wrong here, the job stays due in the portal and the poll cycle submits it
+    (after looking for it in Slurm by its UUID)."""
+    if slurm_known_down():
+        Job.objects.filter(pk=job_id, state=JobState.QUEUED_IN_PORTAL).update(
+            reason="Slurm is unreachable: the job is saved and goes to Slurm when it is back.")
+        return
+    if (job := job_claim(job_id=job_id)) is not None:
+        job_submit_attempt(job=job)
 
 
 def slurm_known_down() -> bool:
@@ -112,9 +127,10 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
     waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
     try:
         # Skipped when the portal can see the folder (one process fewer per job); where homes are
-        # private to their owners it cannot, and the user's own mkdir runs every time.
-        if not Path(job.output_dir).is_dir():
-            slurm.user_directory_create(path=job.output_dir, user=username)
+        # private to their owners it cannot, and the user's own job-files mkdir runs every time
+        # (os.path.isdir is False there, where Path.is_dir would raise PermissionError).
+        if not os.path.isdir(job.output_dir):  # noqa: PTH112
+            job_output_dir_create(user=username)
         slurm_job_id = slurm.submit(script=job.script, user=username, comment=job.slurm_comment)
     except SlurmUnreachable as error:
         waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
