@@ -17,6 +17,9 @@ apt_missing() {
 }
 
 apt_missing python3 python3-venv python3-dev curl
+# sudo is the one way the portal's and the hub's accounts act as a user (deploy/sudoers.d/gpuportal);
+# setpriv (util-linux) starts the services as those accounts.
+apt_missing sudo util-linux
 # Notebook servers: node for configurable-http-proxy, R for the IRkernel kernel.
 apt_missing nodejs r-base-core r-cran-irkernel
 command -v npm >/dev/null || apt_missing npm  # NodeSource's nodejs brings its own npm
@@ -24,6 +27,45 @@ command -v npm >/dev/null || apt_missing npm  # NodeSource's nodejs brings its o
 
 mkdir -p "$GPUPORTAL_STATE"
 chmod 755 "$GPUPORTAL_STATE"
+
+# system_account NAME HOME: an unprivileged system account (no login shell, locked password) with
+# a group of its own. A regular group of that name would share the account's files with its
+# members, so that is refused (the local cluster renames its old `gpuportal` users' group).
+system_account() {
+  local name=$1 home=$2 gid
+  if ! getent passwd "$name" >/dev/null; then
+    say "creating system account $name"
+    if gid=$(getent group "$name" | cut -d: -f3) && [[ -n $gid ]]; then
+      ((gid < 1000)) || die "group $name (gid $gid) is a regular group; rename it before the account $name is made"
+      useradd --system --gid "$name" --home-dir "$home" --no-create-home --shell /usr/sbin/nologin \
+        --comment "gpuportal service" "$name"
+    else
+      useradd --system --user-group --home-dir "$home" --no-create-home --shell /usr/sbin/nologin \
+        --comment "gpuportal service" "$name"
+    fi
+  fi
+  (($(id -u "$name") < 1000)) || die "account $name exists but is not a system account (uid $(id -u "$name"))"
+  [[ $(getent passwd "$name" | cut -d: -f7) == /usr/sbin/nologin ]] || usermod --shell /usr/sbin/nologin "$name"
+}
+system_account "$PORTAL_USER" "$PORTAL_HOME"
+system_account "$HUB_USER" "$GPUPORTAL_STATE/hub"
+
+# The job-files helper (root-owned, run as the user through sudo) and the sudoers fragment; the
+# fragment is checked with visudo before it replaces the installed one, so a bad edit never
+# leaves sudo broken.
+install -d -o root -g root -m 0755 "$(dirname "$JOB_FILES")"
+if ! cmp -s "$ROOT/deploy/libexec/job-files" "$JOB_FILES"; then
+  say "installing $JOB_FILES"
+  install -o root -g root -m 0755 "$ROOT/deploy/libexec/job-files" "$JOB_FILES"
+fi
+if ! cmp -s "$ROOT/deploy/sudoers.d/gpuportal" "$SUDOERS_FILE" \
+   || [[ $(stat -c %a:%U:%G "$SUDOERS_FILE") != 440:root:root ]]; then
+  say "installing $SUDOERS_FILE"
+  staged=$(mktemp /etc/sudoers.d/.gpuportal.XXXXXX)  # a dot file: sudo's includedir skips it
+  install -o root -g root -m 0440 "$ROOT/deploy/sudoers.d/gpuportal" "$staged"
+  visudo -cqf "$staged" || { rm -f "$staged"; die "visudo rejected deploy/sudoers.d/gpuportal"; }
+  mv -f "$staged" "$SUDOERS_FILE"
+fi
 if [[ ! -x "$VENV/bin/python" ]]; then
   say "creating venv $VENV"
   /usr/bin/python3 -m venv "$VENV"

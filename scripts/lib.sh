@@ -15,4 +15,45 @@ DATA_DIR="${GPUPORTAL_DATA_DIR:-/data}"
 export PATH="$VENV/bin:$PATH"
 export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-portal.settings.base}"
 
+# --- least privilege (README "Least privilege and secrets") ---
+# gunicorn, the Celery worker and beat run as PORTAL_USER, the hub as HUB_USER: unprivileged system
+# accounts whose only way to act as a user is deploy/sudoers.d/gpuportal. Users it covers are the
+# members of PORTAL_USERS_GROUP.
+PORTAL_USER=gpuportal
+HUB_USER=jupyterhub
+PORTAL_USERS_GROUP=gpuportal-users
+# The portal account's home: root-owned, so the account cannot swap the files root writes here
+# (its environment file) for links; run/ and log/ below are its own.
+PORTAL_HOME="$GPUPORTAL_STATE/portal"
+PORTAL_RUN="$PORTAL_HOME/run"
+PORTAL_LOG="$PORTAL_HOME/log"
+# Settings and secrets of the portal's processes (KEY='value' lines, as systemd's EnvironmentFile=
+# reads them): mode 0600, owned by PORTAL_USER; see deploy/gpuportal.env.example.
+PORTAL_ENV="$PORTAL_HOME/gpuportal.env"
+JOB_FILES=/usr/local/libexec/gpuportal/job-files
+SUDOERS_FILE=/etc/sudoers.d/gpuportal
+
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# "${AS_PORTAL[@]}" LOGFILE|- COMMAND...: run COMMAND as PORTAL_USER, exec'ing all the way (with
+# setsid in front, the pid of the caller's `&` is COMMAND's), the way a systemd unit with User=,
+# EnvironmentFile= and a log file would. The environment is emptied first; the account's own shell
+# then reads PORTAL_ENV, so no secret passes through a command line or root's environment. LOGFILE
+# is opened by the account itself, in its own log dir ("-": keep the caller's stdout/stderr).
+# No --no-new-privs: the account needs sudo (setuid) for what deploy/sudoers.d/gpuportal allows.
+AS_PORTAL=(
+  env -i PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$PORTAL_HOME" USER="$PORTAL_USER"
+  LOGNAME="$PORTAL_USER" SHELL=/usr/sbin/nologin LANG=C.UTF-8
+  setpriv --reuid="$PORTAL_USER" --regid="$PORTAL_USER" --init-groups --inh-caps=-all --
+  /bin/sh -c 'umask 027; set -a; . "$1"; set +a; [ "$2" = - ] || exec >>"$2" 2>&1; shift 2; exec "$@"'
+  as-portal "$PORTAL_ENV"
+)
+
+# secret_read FILE KEY: the value of KEY in FILE if it looks like a generated secret (32 or more of
+# [A-Za-z0-9_-], optionally single-quoted), else nothing. The files belong to unprivileged
+# accounts: root only ever pattern-matches them, it never sources them.
+secret_read() {
+  [[ -f $1 ]] || return 0
+  sed -n "s/^$2='\{0,1\}\([A-Za-z0-9_-]\{32,\}\)'\{0,1\}\$/\1/p" "$1" | tail -n1
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Brings the whole portal up on the local cluster: Slurm + LDAP + Redis + PostgreSQL, then the
-# portal (gunicorn), Celery worker and beat. Idempotent: what already runs is left running.
+# portal (gunicorn), Celery worker and beat as the unprivileged account gpuportal, and the hub as
+# jupyterhub. Idempotent: what already runs is left running; secrets are generated once and kept.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -8,30 +9,75 @@ source "$(dirname "$0")/lib.sh"
 "$ROOT/scripts/install.sh"
 mkdir -p "$RUN" "$LOG"
 
-cd "$ROOT"
-# The hub's secrets (service token, OAuth client secret...), generated once; the portal needs them too.
+# The account's home is root's (it holds the environment file root writes); run/ and log/ are the
+# account's own, private to it.
+install -d -o root -g root -m 0755 "$PORTAL_HOME"
+install -d -o "$PORTAL_USER" -g "$PORTAL_USER" -m 0750 "$PORTAL_RUN" "$PORTAL_LOG"
+
+# The hub's secrets (its service token for the portal, OAuth client secret, culler token...), made
+# once, mode 0600, owned by the hub's account; the portal gets its own copy of the two it shares.
 "$ROOT/spawners/hub.sh" secrets
-set -a; source "$GPUPORTAL_STATE/hub/secrets.env"; set +a
-python manage.py migrate --noinput >/dev/null
-python manage.py hub_oauth_app >/dev/null
+HUB_SECRETS="$GPUPORTAL_STATE/hub/secrets.env"
+
+# What the portal's processes read from their environment: the settings in root's environment
+# (slurm/dev/env.sh, or e.g. `SLURM_POLL_SECONDS=5 make up`) and the secrets, rewritten on every run
+# so settings follow, but DJANGO_SECRET_KEY is generated only when there is none yet.
+SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL)_[A-Z0-9_]+$'
+SETTINGS+='|^(SLURM_(BIN_DIR|EXEC_PREFIX|TIMEOUT_SECONDS|POLL_SECONDS|CONF)|DATABASE_URL|REDIS_URL|TIME_ZONE'
+SETTINGS+='|LOG_LEVEL|STATIC_ROOT)$'
+SECRETS='^(DJANGO_SECRET_KEY|JUPYTERHUB_API_TOKEN|JUPYTERHUB_OAUTH_CLIENT_SECRET)$'
+portal_env_write() {
+  local secret_key api_token oauth_secret name tmp
+  secret_key=$(secret_read "$PORTAL_ENV" DJANGO_SECRET_KEY)
+  [[ -n $secret_key ]] || { say "generating DJANGO_SECRET_KEY"; secret_key=$(openssl rand -hex 32); }
+  api_token=$(secret_read "$HUB_SECRETS" JUPYTERHUB_API_TOKEN)
+  oauth_secret=$(secret_read "$HUB_SECRETS" JUPYTERHUB_OAUTH_CLIENT_SECRET)
+  [[ -n $api_token && -n $oauth_secret ]] || die "no hub secrets in $HUB_SECRETS"
+  tmp=$(mktemp "$PORTAL_HOME/.gpuportal.env.XXXXXX")
+  {
+    echo "# Written by scripts/up.sh on every run: settings from its environment, secrets kept."
+    echo "# Mode 0600, owner $PORTAL_USER. Format: deploy/gpuportal.env.example."
+    for name in $(compgen -e | grep -E "$SETTINGS" | grep -vE "$SECRETS" | sort); do
+      [[ ${!name} != *"'"* && ${!name} != *$'\n'* ]] || die "$name: quotes and newlines are not supported"
+      printf "%s='%s'\n" "$name" "${!name}"
+    done
+    printf "DJANGO_SECRET_KEY='%s'\nJUPYTERHUB_API_TOKEN='%s'\nJUPYTERHUB_OAUTH_CLIENT_SECRET='%s'\n" \
+      "$secret_key" "$api_token" "$oauth_secret"
+  } >"$tmp"
+  if cmp -s "$tmp" "$PORTAL_ENV" && [[ $(stat -c %a:%U "$PORTAL_ENV") == "600:$PORTAL_USER" ]]; then
+    rm -f "$tmp"
+    return
+  fi
+  chown "$PORTAL_USER:$PORTAL_USER" "$tmp"
+  chmod 600 "$tmp"
+  mv -f "$tmp" "$PORTAL_ENV"
+}
+portal_env_write
+
+cd "$ROOT"
+"${AS_PORTAL[@]}" - python manage.py migrate --noinput >/dev/null
+"${AS_PORTAL[@]}" - python manage.py hub_oauth_app >/dev/null
+# Static files go into the checkout, which the service account only reads: root collects them.
 python manage.py collectstatic --noinput >/dev/null
 # Fill the cluster snapshot now so the first page view has data.
-python manage.py slurm_poll
+"${AS_PORTAL[@]}" - python manage.py slurm_poll
 
 running() { [[ -f "$RUN/$1.pid" ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
-start() {  # name, command...
+start() {  # name, command... (started as the portal's account; the pid file is root's)
   local name=$1; shift
   if running "$name"; then return; fi
-  say "starting $name"
-  setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+  say "starting $name (as $PORTAL_USER)"
+  setsid "${AS_PORTAL[@]}" "$PORTAL_LOG/$name.log" "$@" </dev/null &
   echo $! >"$RUN/$name.pid"
 }
 
-start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers 2 --timeout 60
+# Its control socket (gunicornc) in the account's run dir; the default is under $HOME, which is root's.
+start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers 2 --timeout 60 \
+  --control-socket "$PORTAL_RUN/gunicorn.ctl"
 start celery-worker celery -A portal worker --loglevel INFO --concurrency 2 --hostname "worker@%h"
-start celery-beat celery -A portal beat --loglevel INFO --schedule "$RUN/celerybeat-schedule"
-say "starting JupyterHub and its proxy"
+start celery-beat celery -A portal beat --loglevel INFO --schedule "$PORTAL_RUN/celerybeat-schedule"
+say "starting JupyterHub and its proxy (as $HUB_USER)"
 "$ROOT/spawners/hub.sh" start
 
 for _ in $(seq 50); do
@@ -39,7 +85,7 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 curl -fs -o /dev/null "http://$PORTAL_HOST:$PORTAL_PORT/accounts/login/" \
-  || { echo "portal did not start; see $LOG/gunicorn.log" >&2; exit 1; }
+  || { echo "portal did not start; see $PORTAL_LOG/gunicorn.log" >&2; exit 1; }
 
 cat <<MSG
 
@@ -53,5 +99,6 @@ Demo logins (LDAP):
   ada   / ada-pw     portal admin (sees the Admin link)
   eve   / eve-pw     not in portal-users: refused
 
-Logs: $LOG    Stop everything: make down
+Portal logs: $PORTAL_LOG (runs as $PORTAL_USER)    Hub: $GPUPORTAL_STATE/hub/log (as $HUB_USER)
+Cluster logs: $LOG    Stop everything: make down
 MSG

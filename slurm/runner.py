@@ -1,10 +1,12 @@
 """Runs Slurm commands as argv lists (never a shell), optionally as another Unix user."""
 
+import contextlib
 import logging
 import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,8 @@ _NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 # Slurm prints and reads timestamps in the client's time zone: pin both so that parsing.parse_time
 # can treat every timestamp as UTC whatever zone the portal or the machine runs in.
 _TIME_ENVIRONMENT = {"SLURM_TIME_FORMAT": TIME_FORMAT, "TZ": "UTC"}
+# How long a timed-out command gets to end on SIGTERM before SIGKILL.
+_TERM_GRACE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,11 @@ class SlurmRunner:
         """Run `command` with `args` and return stdout, or raise SlurmUnreachable/SlurmRejected.
 
         Output is decoded as UTF-8 with replacement: job names and comments are any user's bytes."""
+        return self.run_bytes(command, args, as_user=as_user, stdin=stdin).decode("utf-8", errors="replace")
+
+    def run_bytes(self, command: str, args: Sequence[str], *, as_user: str | None = None,
+                  stdin: str | None = None) -> bytes:
+        """As `run`, but stdout exactly as the command wrote it (e.g. a byte range of a file)."""
         argv = [str(self.bin_dir / command), *args]
         if as_user is not None:
             if not _NAME.fullmatch(as_user):
@@ -61,15 +70,14 @@ class SlurmRunner:
             raise SlurmUnreachable(f"{command} did not answer within {self.timeout:.0f} s") from error
         except OSError as error:
             raise SlurmUnreachable(f"cannot run {command}: {error}") from error
-        stdout = raw_out.decode("utf-8", errors="replace")
-        stderr = raw_err.decode("utf-8", errors="replace")
         if child.returncode != 0:
+            stderr = raw_err.decode("utf-8", errors="replace")
             message = _clean(stderr) or f"{command} exited with {child.returncode}"
             logger.info("slurm command failed: %s: %s", argv, message)
             if _UNREACHABLE.search(stderr):
                 raise SlurmUnreachable(message)
             raise SlurmRejected(message)
-        return stdout
+        return raw_out
 
 
 def _environment(as_user: str | None) -> dict[str, str]:
@@ -86,15 +94,29 @@ def _environment(as_user: str | None) -> dict[str, str]:
 
 
 def _kill_group(pgid: int) -> None:
-    """SIGKILL every process in the group; called before the leader is reaped, so its id (the
-    group's) cannot have been reused."""
+    """End every process in the group; called before the leader is reaped, so its id (the group's)
+    cannot have been reused.
+
+    SIGTERM first: where the portal is not root, the command runs as the user under sudo, which the
+    portal may signal but the user's process it may not; sudo relays SIGTERM to the command (it
+    cannot relay SIGKILL). Whatever is left after a short grace gets SIGKILL."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
-        pass
+        return
     except PermissionError:
-        # Only where the portal is not root and the command runs as somebody else (sudo).
-        logger.warning("could not kill process group %d of a timed-out Slurm command", pgid)
+        logger.warning("could not signal process group %d of a timed-out Slurm command", pgid)
+        return
+    deadline = time.monotonic() + _TERM_GRACE_SECONDS
+    with contextlib.suppress(ChildProcessError):
+        while time.monotonic() < deadline:
+            # WNOWAIT: look without reaping, so the leader's id stays the group's until we are done.
+            if os.waitid(os.P_PID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                break
+            time.sleep(0.02)
+    # Gone already; or only processes of another user are left (sudo relayed SIGTERM to them).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def _clean(stderr: str) -> str:

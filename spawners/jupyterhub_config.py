@@ -13,17 +13,33 @@ from spawners.slurm_spawner import PortalSlurmSpawner
 env = os.environ.get
 c = get_config()  # noqa: F821 (provided by JupyterHub when it loads this file)
 
+# Secrets have no defaults: spawners/hub.sh generates them (or the deployment's environment file
+# holds them). Without them the hub refuses to start, rather than run on values anybody can know.
+SECRETS = ("JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET", "HUB_CULLER_TOKEN",
+           "CONFIGPROXY_AUTH_TOKEN", "JUPYTERHUB_CRYPT_KEY")
+_unusable = [name for name in SECRETS
+             if len(env(name, "")) < 32 or env(name, "").lower().startswith(("dev-only", "change"))]
+if _unusable:
+    # SystemExit, not an exception: JupyterHub would log an exception in its config and go on.
+    sys.exit(f"jupyterhub_config: refusing to start: {', '.join(_unusable)} missing, shorter than 32 "
+             "characters or a placeholder (spawners/hub.sh secrets generates them)")
+
 state_dir = env("HUB_STATE_DIR", "/var/lib/gpuportal/hub")
+# The hub's own writable state (database, cookie secret), owned by the account it runs as.
+data_dir = env("HUB_DATA_DIR", f"{state_dir}/data")
 portal_url = env("PORTAL_URL", "http://127.0.0.1:8000").rstrip("/")
-public_url = f"http://127.0.0.1:{env('HUB_PROXY_PORT', '8001')}"
+proxy_url = f"http://127.0.0.1:{env('HUB_PROXY_PORT', '8001')}"
+# Where browsers reach the hub: the proxy itself locally, the TLS front end (nginx) in production.
+# The portal registers the same address (its JUPYTERHUB_URL) as the OAuth callback.
+public_url = env("HUB_PUBLIC_URL", proxy_url).rstrip("/")
 hub_url = f"http://127.0.0.1:{env('HUB_PORT', '8081')}"
 
 # --- the hub, its state and the proxy (started separately, so routes survive a hub restart) ---
-c.JupyterHub.bind_url = public_url
+c.JupyterHub.bind_url = proxy_url
 c.JupyterHub.hub_bind_url = hub_url
-c.JupyterHub.db_url = f"sqlite:///{state_dir}/jupyterhub.sqlite"
-c.JupyterHub.cookie_secret_file = f"{state_dir}/cookie_secret"
-c.JupyterHub.pid_file = f"{state_dir}/jupyterhub.pid"
+c.JupyterHub.db_url = f"sqlite:///{data_dir}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = f"{data_dir}/cookie_secret"
+c.JupyterHub.pid_file = f"{data_dir}/jupyterhub.pid"
 c.ConfigurableHTTPProxy.should_start = False
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('HUB_PROXY_API_PORT', '8002')}"
 # Servers are Slurm jobs: they outlive a hub restart, and the hub picks them up again.
@@ -37,7 +53,7 @@ c.JupyterHub.default_server_name = "my-server"
 # --- one login: the portal is the OAuth2 provider; the username is the LDAP uid ---
 c.JupyterHub.authenticator_class = "generic-oauth"
 c.GenericOAuthenticator.client_id = env("JUPYTERHUB_OAUTH_CLIENT_ID", "jupyterhub")
-c.GenericOAuthenticator.client_secret = env("JUPYTERHUB_OAUTH_CLIENT_SECRET", "dev-only-hub-oauth-secret")
+c.GenericOAuthenticator.client_secret = env("JUPYTERHUB_OAUTH_CLIENT_SECRET")
 c.GenericOAuthenticator.oauth_callback_url = f"{public_url}/hub/oauth_callback"
 c.GenericOAuthenticator.authorize_url = f"{portal_url}/oauth/authorize/"
 c.GenericOAuthenticator.token_url = f"{portal_url}/oauth/token/"
@@ -45,6 +61,9 @@ c.GenericOAuthenticator.userdata_url = f"{portal_url}/oauth/userinfo/"
 c.GenericOAuthenticator.login_service = "gpuportal"
 c.GenericOAuthenticator.scope = ["profile"]
 c.GenericOAuthenticator.username_claim = "preferred_username"
+# Hub users are Unix accounts the spawner runs `sudo -u <name>` for, in a shell command line
+# (batchspawner): only POSIX account names, as the portal's own login allows.
+c.Authenticator.username_pattern = r"^[a-z_][a-z0-9_.-]{0,31}$"
 c.GenericOAuthenticator.auth_state_groups_key = "oauth_user.groups"
 c.GenericOAuthenticator.manage_groups = True  # hub groups follow the portal's (LDAP) groups
 c.GenericOAuthenticator.allowed_groups = {env("LDAP_USER_GROUP", "portal-users")}
@@ -58,9 +77,9 @@ c.GenericOAuthenticator.refresh_pre_spawn = True
 
 # --- the portal drives the hub through a service token; the idle culler is a hub service ---
 c.JupyterHub.services = [
-    {"name": "portal", "api_token": env("JUPYTERHUB_API_TOKEN", "dev-only-hub-api-token")},
+    {"name": "portal", "api_token": env("JUPYTERHUB_API_TOKEN")},
     # Run by spawners/hub.sh next to the hub (not by it): it outlives a hub restart, never orphaned.
-    {"name": "idle-culler", "api_token": env("HUB_CULLER_TOKEN", "dev-only-hub-culler-token")},
+    {"name": "idle-culler", "api_token": env("HUB_CULLER_TOKEN")},
 ]
 c.JupyterHub.load_roles = [
     {"name": "portal", "services": ["portal"], "scopes": [
@@ -74,7 +93,10 @@ c.JupyterHub.load_roles = [
 # --- servers: Slurm jobs run as the user, JupyterLab on loopback of the (single) node ---
 c.JupyterHub.spawner_class = PortalSlurmSpawner
 c.PortalSlurmSpawner.slurm_bin_dir = env("SLURM_BIN_DIR", "/usr/bin")
-c.PortalSlurmSpawner.exec_prefix = env("HUB_EXEC_PREFIX", "/usr/sbin/runuser -u {username} --")
+# The hub runs as the unprivileged account jupyterhub; deploy/sudoers.d/gpuportal lets it run
+# exactly sbatch and scancel as members of gpuportal-users, keeping the job's environment (-E:
+# batchspawner hands the server its token that way). -n: fail at once, never ask for a password.
+c.PortalSlurmSpawner.exec_prefix = env("HUB_EXEC_PREFIX", "/usr/bin/sudo -E -n -u {username} --")
 c.PortalSlurmSpawner.state_exechost_exp = env("HUB_EXEC_HOST", "127.0.0.1")
 c.PortalSlurmSpawner.templates_dir = env("HUB_TEMPLATES_DIR", "/var/lib/gpuportal/notebook-templates")
 c.PortalSlurmSpawner.data_dir = env("GPUPORTAL_DATA_DIR", "/data")

@@ -2,6 +2,10 @@
 
 from .base import *  # noqa: F403
 
+# Throwaway secrets of the tests' own (base.py has no defaults): never the ones `make up` generated.
+SECRET_KEY = "test-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"  # noqa: S105
+JUPYTERHUB_API_TOKEN = "test-only-hub-api-token"  # noqa: S105
+JUPYTERHUB_OAUTH_CLIENT_SECRET = "test-only-hub-oauth-secret"  # noqa: S105
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CELERY_TASK_ALWAYS_EAGER = True
 AXES_FAILURE_LIMIT = 5

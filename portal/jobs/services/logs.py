@@ -1,14 +1,16 @@
 """Reading a job's own output files."""
 
-import os
-import stat
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from portal.core.errors import Conflict
+from portal.core.errors import Conflict, Unavailable
 from portal.jobs.models import Job
-from portal.jobs.services.prepare import unix_account
+from slurm.errors import SlurmError
+from slurm.user_files import OutputUnsafe, job_output_read
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -25,34 +27,33 @@ class LogChunk:
 def job_log_read(*, job: Job, stream: str, offset: int = 0, limit: int | None = None) -> LogChunk:
     """A chunk of the job's own stdout/stderr file from `offset`.
 
-    The path is the portal's (never the client's), the last component must not be a symlink, and
-    the file must be a regular file owned by the job's Unix user: a user cannot point the portal
+    The portal never opens the file itself: slurm.user_files runs the job-files helper as the job's
+    Unix user (sudo), which reads only ~/gpuportal/jobs/job-<uuid>.out|err, refuses a symlink
+    (O_NOFOLLOW) and anything but a regular file owned by that user: a user cannot point the portal
     at /etc/shadow or at another user's files by replacing their output with a link.
     """
     if stream not in ("stdout", "stderr"):
         raise ValueError(stream)
     limit = limit or settings.JOBS_LOG_CHUNK_BYTES
-    path = job.stdout_path if stream == "stdout" else job.stderr_path
-    owner = unix_account(job.user.username).pw_uid
+    username = job.user.username
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+        output = job_output_read(user=username, job_uuid=job.uuid, stream=stream, offset=offset, limit=limit)
+    except OutputUnsafe as error:
+        raise Conflict(f"The {stream} file cannot be read safely: it is not a regular file of {username}.",
+                       code="log_unavailable") from error
+    except SlurmError as error:
+        logger.warning("could not read the %s of job %s as %s: %s", stream, job.pk, username, error.message)
+        raise Unavailable(f"The {stream} file cannot be read right now; try again.",
+                          code="log_unavailable") from error
+    if not output.exists:
         return LogChunk(stream, "", offset, offset, 0, exists=False, complete=job.is_terminal)
-    except OSError as error:
-        raise Conflict(f"The {stream} file cannot be read safely.", code="log_unavailable") from error
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != owner:
-            raise Conflict(f"The {stream} file is not a regular file of {job.user.username}.",
-                           code="log_unavailable")
-        offset = min(offset, info.st_size)
-        handle.seek(offset)
-        data = handle.read(limit)
+    offset = min(offset, output.size)
+    data = output.data
     if len(data) == limit:
         data = _whole_characters(data)
     end = offset + len(data)
-    return LogChunk(stream, data.decode("utf-8", errors="replace"), offset, end, info.st_size,
-                    exists=True, complete=job.is_terminal and end >= info.st_size)
+    return LogChunk(stream, data.decode("utf-8", errors="replace"), offset, end, output.size,
+                    exists=True, complete=job.is_terminal and end >= output.size)
 
 
 def _whole_characters(data: bytes) -> bytes:

@@ -5,8 +5,14 @@
 LDAP_DIR=$STATE/ldap
 LDAP_URI=ldap://127.0.0.1:$LDAP_PORT
 LDAP_PIDFILE=$LDAP_DIR/slapd.pid
-UNIX_GROUP=gpuportal
+# Primary group of the demo users (gidNumber in LDAP). Not `gpuportal`: that name belongs to the
+# portal's service account and its own group (scripts/install.sh), which no user may share.
+UNIX_GROUP=cluster-users
 UNIX_GID=10000
+# Whom the portal and the hub may act as (deploy/sudoers.d/gpuportal): the Unix side of LDAP's
+# portal-users (alice, bob, ada), never eve, never root.
+PORTAL_UNIX_GROUP=gpuportal-users
+PORTAL_UNIX_GID=10100
 
 LDAP_GROUPS=(portal-users portal-admins)
 
@@ -87,19 +93,34 @@ ldap_down() {
 
 # Local accounts with the LDAP uid numbers: slurmd runs jobs as real Unix users.
 unix_users_up() {
-  local line uid num rest
+  local line uid num groups members=() have
+  # Beds made before the portal had its own account called this group `gpuportal`.
+  if [[ $(getent group gpuportal | cut -d: -f3) == "$UNIX_GID" ]] && ! getent group "$UNIX_GROUP" >/dev/null; then
+    log "renaming Unix group gpuportal ($UNIX_GID) to $UNIX_GROUP"
+    groupmod -n "$UNIX_GROUP" gpuportal
+  fi
   if ! getent group "$UNIX_GROUP" >/dev/null; then
     groupadd -g "$UNIX_GID" "$UNIX_GROUP"
   fi
   [[ $(getent group "$UNIX_GROUP" | cut -d: -f3) == "$UNIX_GID" ]] ||
     die "Unix group $UNIX_GROUP exists with a gid other than $UNIX_GID"
   for line in "${DEMO_USERS[@]}"; do
-    read -r uid num rest <<<"$line"
+    read -r uid num _ _ _ groups <<<"$line"
     if ! getent passwd "$uid" >/dev/null; then
       log "creating Unix user $uid ($num)"
       useradd -u "$num" -g "$UNIX_GID" -d "/home/$uid" -m -s /bin/bash "$uid"
     fi
     [[ $(id -u "$uid") == "$num" ]] || die "Unix user $uid exists with a uid other than $num"
     mkdir_owned "/home/$uid" "$uid:$UNIX_GROUP" 755
+    if [[ ,$groups, == *,portal-users,* ]]; then members+=("$uid"); fi
   done
+  if ! getent group "$PORTAL_UNIX_GROUP" >/dev/null; then
+    groupadd -g "$PORTAL_UNIX_GID" "$PORTAL_UNIX_GROUP"
+  fi
+  # Exactly the portal users: anybody else added by hand (eve) is taken out again.
+  have=$(getent group "$PORTAL_UNIX_GROUP" | cut -d: -f4)
+  if [[ $have != "$(IFS=,; echo "${members[*]}")" ]]; then
+    log "Unix group $PORTAL_UNIX_GROUP: ${members[*]}"
+    gpasswd -M "$(IFS=,; echo "${members[*]}")" "$PORTAL_UNIX_GROUP" >/dev/null
+  fi
 }

@@ -1,0 +1,87 @@
+"""Production settings: base.py behind a TLS-terminating proxy (deploy/nginx/gpuportal.conf).
+
+DJANGO_SETTINGS_MODULE=portal.settings.production (deploy/gpuportal.env.example). Refuses to start
+(ImproperlyConfigured) when DJANGO_SECRET_KEY or the secrets shared with the hub are missing, short
+or well known, so a copied example file or a forgotten variable never reaches users.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import *  # noqa: F403
+from .base import JUPYTERHUB_API_TOKEN, JUPYTERHUB_OAUTH_CLIENT_SECRET, OAUTH2_PROVIDER, SECRET_KEY, env
+
+DEBUG = False
+
+# --- HTTPS only: nginx terminates TLS and says so in X-Forwarded-Proto (and overwrites it) ---
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = True
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
+# Only allows listing in browsers' preload lists; nothing is submitted by sending it.
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_HSTS_PRELOAD", default=True)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# The public origin(s), e.g. https://gpu.example.org: CSRF checks the Origin header against them.
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- the portal as OAuth2 provider (for the hub): RFC 9700's current practice, https callbacks only ---
+OAUTH2_PROVIDER = {
+    **OAUTH2_PROVIDER,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
+}
+
+# --- secrets: refuse what is missing, short or well known ---
+MIN_SECRET_LENGTH = 50
+# Fallbacks this project once shipped, and what example files and tutorials say.
+KNOWN_SECRETS = frozenset({
+    "dev-only-insecure-key-change-me", "dev-only-hub-api-token", "dev-only-hub-oauth-secret",
+    "dev-only-hub-culler-token",
+})
+KNOWN_MARKERS = ("change-me", "changeme", "change_me", "dev-only", "test-only", "insecure", "example",
+                 "secret-key", "placeholder")
+
+
+def secret_problem(value: str) -> str:
+    """Why `value` is no secret, or "" when it may be one."""
+    if not value:
+        return "is not set"
+    if len(value) < MIN_SECRET_LENGTH:
+        return f"is shorter than {MIN_SECRET_LENGTH} characters"
+    lowered = value.lower()
+    if value in KNOWN_SECRETS or any(marker in lowered for marker in KNOWN_MARKERS):
+        return "is a well-known default"
+    if len(set(value)) < 5:
+        return "has fewer than 5 distinct characters"
+    return ""
+
+
+def secrets_check(values: dict[str, str]) -> None:
+    """Raise ImproperlyConfigured naming every unusable secret (never its value)."""
+    problems = [f"{name} {problem}" for name, value in values.items() if (problem := secret_problem(value))]
+    if problems:
+        raise ImproperlyConfigured(
+            "refusing to start with unusable secrets: " + "; ".join(problems)
+            + ". Generate them (e.g. `openssl rand -hex 32`) into the environment file, mode 0600 "
+              "(deploy/gpuportal.env.example; `make up` does it for the local cluster)."
+        )
+
+
+secrets_check({
+    "DJANGO_SECRET_KEY": SECRET_KEY,
+    "JUPYTERHUB_API_TOKEN": JUPYTERHUB_API_TOKEN,
+    "JUPYTERHUB_OAUTH_CLIENT_SECRET": JUPYTERHUB_OAUTH_CLIENT_SECRET,
+})

@@ -1,0 +1,67 @@
+"""The portal's only way into a user's files: the job-files helper, run AS the user.
+
+deploy/libexec/job-files is installed as /usr/local/libexec/gpuportal/job-files; the portal runs it
+through the same exec prefix and runner as sbatch (`sudo -n -u <user> --`, argv lists, never a
+shell, the same timeout and process-group handling), so it can only reach what the user can, and
+the helper itself only ever touches ~/gpuportal/jobs and the job-<uuid>.out|err files in it.
+"""
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from django.conf import settings
+
+from slurm.errors import SlurmRejected
+from slurm.runner import SlurmRunner
+
+# Fixed: deploy/sudoers.d/gpuportal names exactly this path.
+JOB_FILES = Path("/usr/local/libexec/gpuportal/job-files")
+STREAMS = {"stdout": "out", "stderr": "err"}
+
+
+class OutputUnsafe(SlurmRejected):
+    """The output file is a link, not a regular file, or not the user's own: it is not read."""
+
+
+@dataclass(frozen=True)
+class JobOutput:
+    exists: bool
+    size: int  # the whole file's, in bytes
+    data: bytes  # from min(offset, size), at most `limit` bytes
+
+
+def job_output_read(*, user: str, job_uuid: uuid.UUID, stream: Literal["stdout", "stderr"], offset: int,
+                    limit: int, runner: SlurmRunner | None = None) -> JobOutput:
+    """Up to `limit` bytes of the job's stdout or stderr file from `offset`, read as `user`.
+
+    Raises OutputUnsafe for a file that must not be read, SlurmUnreachable when the helper did not
+    answer in time, SlurmRejected when it could not run (e.g. sudo refused)."""
+    args = ["read", str(job_uuid), STREAMS[stream], str(offset), str(limit)]
+    output = _run(runner, args, user)
+    header, newline, data = output.partition(b"\n")
+    if header == b"absent" and newline and not data:
+        return JobOutput(exists=False, size=0, data=b"")
+    words = header.split(b" ")
+    if len(words) != 2 or words[0] != b"size" or not words[1].isdigit() or not newline or len(data) > limit:
+        raise SlurmRejected("job-files answered something unexpected")
+    return JobOutput(exists=True, size=int(words[1]), data=data)
+
+
+def job_output_dir_create(*, user: str, runner: SlurmRunner | None = None) -> None:
+    """Create ~/gpuportal/jobs as `user` (sbatch needs it for the job's output), mode 0700."""
+    _run(runner, ["mkdir"], user)
+
+
+def _run(runner: SlurmRunner | None, args: list[str], user: str) -> bytes:
+    runner = runner or SlurmRunner(bin_dir=JOB_FILES.parent, exec_prefix=tuple(settings.SLURM_EXEC_PREFIX),
+                                   timeout=settings.SLURM_TIMEOUT_SECONDS)
+    try:
+        return runner.run_bytes(JOB_FILES.name, args, as_user=user)
+    except SlurmRejected as error:
+        # The helper's refusals read "job-files: unsafe: ..." (see its header).
+        if any(line.startswith(("job-files: unsafe:", "job-files: refused:"))
+               for line in error.message.splitlines()):
+            raise OutputUnsafe(error.message) from error
+        raise
