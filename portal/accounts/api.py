@@ -1,5 +1,5 @@
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -15,6 +15,7 @@ from portal.accounts.serializers import (
     TokenObtainInputSerializer,
 )
 from portal.accounts.services import api_token_create, api_token_revoke
+from portal.core.schema import ErrorSerializer
 
 # Why a login was refused -> HTTP status of the token endpoint's answer.
 _REFUSAL_STATUS = {
@@ -55,8 +56,13 @@ class TokenListCreateApi(APIView):
     def get(self, request: Request) -> Response:
         return Response(ApiTokenSerializer(api_token_list(user=request.user), many=True).data)
 
-    @extend_schema(request=TokenObtainInputSerializer, responses={201: ApiTokenCreatedSerializer},
-                   auth=[], summary="Obtain a token with LDAP username and password")
+    @extend_schema(request=TokenObtainInputSerializer, responses={
+        201: ApiTokenCreatedSerializer,
+        401: OpenApiResponse(ErrorSerializer, description="Wrong username or password (counted)"),
+        403: OpenApiResponse(ErrorSerializer, description="Not in the portal's LDAP group"),
+        429: OpenApiResponse(ErrorSerializer, description="Locked out after too many failures"),
+        503: OpenApiResponse(ErrorSerializer, description="The directory is unavailable"),
+    }, auth=[], summary="Obtain a token with LDAP username and password")
     def post(self, request: Request) -> Response:
         data = TokenObtainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

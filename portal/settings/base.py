@@ -153,7 +153,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.core.schema.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.core.api_errors.exception_handler",
     "DEFAULT_PARSER_CLASSES": [
         "portal.core.parsers.BoundedJSONParser",
