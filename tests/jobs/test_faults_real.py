@@ -30,10 +30,11 @@ CUSTOM = {"commands": "sleep 1", "gpus": 0, "time_limit": 5}
 
 
 def _slurm_jobs_with(comment: str) -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-a", "-o", "%i %k"], capture_output=True, text=True, check=True)
+    out = subprocess.run(["squeue", "-h", "-a", "-o", "%i %k"], capture_output=True, text=True,
+                         errors="replace", check=True)
     in_queue = [line.split()[0] for line in out.stdout.splitlines() if line.endswith(comment)]
     acct = subprocess.run(["sacct", "-X", "-n", "-a", "-P", "-o", "JobID,Comment", "-S", "now-1hours"],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, errors="replace", check=True)
     done = [line.split("|")[0] for line in acct.stdout.splitlines() if line.endswith(comment)]
     return sorted(set(in_queue) | set(done))
 
