@@ -47,14 +47,12 @@ def job_files_as(user: str, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def alice_jobs() -> Iterator[Path]:
     """alice's ~/gpuportal/jobs (created as alice through the helper); test files are removed after."""
-    created: list[Path] = []
     result = job_files_as("alice", "mkdir")
     assert result.returncode == 0, result.stderr
     directory = Path(pwd.getpwnam("alice").pw_dir) / "gpuportal/jobs"
     before = set(directory.iterdir())
     yield directory
-    created = [path for path in directory.iterdir() if path not in before]
-    for path in created:
+    for path in set(directory.iterdir()) - before:
         if path.is_dir() and not path.is_symlink():
             subprocess.run(["rm", "-rf", "--", str(path)], check=False)
         else:
