@@ -98,7 +98,8 @@ def test_mkdir_creates_a_private_jobs_dir_as_the_user():
     jobs = top / "jobs"
     assert jobs.is_dir() and jobs.stat().st_uid == account.pw_uid
     if not existed:
-        assert (top.stat().st_mode & 0o777, jobs.stat().st_mode & 0o777) == (0o700, 0o700)
+        # Nobody else may list either; the job files' directory is the owner's alone.
+        assert top.stat().st_mode & 0o066 == 0 and jobs.stat().st_mode & 0o777 == 0o700
 
 
 def test_refuses_to_run_as_root():
