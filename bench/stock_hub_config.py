@@ -9,7 +9,7 @@ load_subconfig(str(Path(__file__).resolve().parents[1] / "spawners/jupyterhub_co
 
 bin_dir = os.environ.get("SLURM_BIN_DIR", "/usr/bin")
 c.JupyterHub.spawner_class = "batchspawner.SlurmSpawner"
-c.SlurmSpawner.exec_prefix = "/usr/sbin/runuser -u {username} --"
+c.SlurmSpawner.exec_prefix = "/usr/bin/sudo -E -n -u {username} --"  # as ours: the hub is unprivileged
 c.SlurmSpawner.batchspawner_singleuser_cmd = f"{sys.prefix}/bin/batchspawner-singleuser"
 c.SlurmSpawner.cmd = [f"{sys.prefix}/bin/jupyterhub-singleuser"]
 c.SlurmSpawner.batch_submit_cmd = f"{bin_dir}/sbatch --parsable"

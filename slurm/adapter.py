@@ -29,12 +29,15 @@ class Slurm:
         output = self.runner.run("sinfo", ["--noheader", "--Node", "-O", parsing.sinfo_format(delimiter)])
         return parsing.parse_sinfo(output, delimiter)
 
-    def queue(self) -> parsing.Parsed[parsing.QueuedJob]:
-        """Every job Slurm still tracks, all users and partitions (one `squeue`), finished ones too:
-        slurmctld keeps those for MinJobAge, and a job that ended in between is found here by its
-        comment before accounting may have it (a retried submission must not run it twice)."""
+    def queue(self, *, finished: bool = False) -> parsing.Parsed[parsing.QueuedJob]:
+        """Every job Slurm still tracks, all users and partitions (one `squeue`).
+
+        `finished` adds the jobs that ended lately (slurmctld keeps them for MinJobAge): the poll
+        cycle finds a job that ended in between by its comment there, before accounting may have
+        it, so a retried submission never runs twice."""
         delimiter = parsing.new_delimiter()
-        output = self.runner.run("squeue", ["--noheader", "--all", "--states=all", "-o",
+        states = ["--states=all"] if finished else []
+        output = self.runner.run("squeue", ["--noheader", "--all", *states, "-o",
                                             parsing.squeue_format(delimiter)])
         return parsing.parse_squeue(output, delimiter)
 

@@ -187,7 +187,8 @@ def test_nobody_else_can_revoke_or_see_the_owners_things(world):
     assert not ApiToken.objects.filter(pk=world.token_to_delete.pk).exists()
 
 
-ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/servers/notebookserver/", "/admin/accounts/user/",
+ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/notebookserver/",
+                "/admin/accounts/user/",
                 "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
                 "/admin/axes/accessattempt/"]
 

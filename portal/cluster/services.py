@@ -26,7 +26,7 @@ def cluster_refresh(*, slurm: Slurm) -> tuple[PollStatus, list[QueuedJob] | None
     status.checked_at = timezone.now()
     try:
         nodes = slurm.nodes()
-        queue = slurm.queue()
+        queue = slurm.queue(finished=True)
     except SlurmError as error:
         logger.warning("Slurm poll failed: %s", error.message)
         status.error = error.message or "Slurm did not answer."

@@ -41,7 +41,7 @@ class FakeSlurm:
             raise self.error
         return Parsed(rows=self.nodes_result)
 
-    def queue(self):
+    def queue(self, *, finished=False):
         self.calls.append("squeue")
         return Parsed(rows=self.queue_result)
 

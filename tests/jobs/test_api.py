@@ -1,7 +1,5 @@
 """The jobs API without a cluster: permissions, filters, pagination, bad input, safe log reading."""
 
-import os
-import pwd
 from datetime import timedelta
 
 import pytest
@@ -131,44 +129,4 @@ def test_api_needs_authentication(api_client):
     assert api_client.get("/api/v1/templates/").status_code == 401
 
 
-# --- logs ---
-
-@pytest.fixture
-def alice_dir(tmp_path):
-    account = pwd.getpwnam("alice")
-    os.chown(tmp_path, account.pw_uid, account.pw_gid)
-    return tmp_path, account
-
-
-def _alice_file(path, content, account):
-    path.write_bytes(content)
-    os.chown(path, account.pw_uid, account.pw_gid)
-
-
-def test_log_chunks_and_offsets(user, token_client, alice_dir, settings):
-    directory, account = alice_dir
-    job = JobFactory(user=user, output_dir=str(directory), state=JobState.RUNNING)
-    _alice_file(directory / f"job-{job.uuid}.out", "héllo\nworld\n".encode(), account)
-    body = token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stdout").json()
-    assert body == {"stream": "stdout", "text": "héllo\nworld\n", "offset": 0, "next_offset": 13, "size": 13,
-                    "exists": True, "complete": False}
-    settings.JOBS_LOG_CHUNK_BYTES = 2
-    # 'é' is two bytes: whole from offset 1, cut (and left for the next chunk) from offset 0.
-    assert token_client.get(f"/api/v1/jobs/{job.pk}/log/?offset=1").json()["text"] == "é"
-    cut = token_client.get(f"/api/v1/jobs/{job.pk}/log/?offset=0").json()
-    assert (cut["text"], cut["next_offset"]) == ("h", 1)
-    assert token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stderr").json()["exists"] is False
-    assert token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=../../etc/passwd").status_code == 400
-    assert token_client.get(f"/api/v1/jobs/{job.pk}/log/?offset=-1").status_code == 400
-
-
-def test_log_refuses_symlinks_and_files_of_others(user, token_client, alice_dir):
-    directory, _ = alice_dir
-    job = JobFactory(user=user, output_dir=str(directory), state=JobState.COMPLETED)
-    (directory / f"job-{job.uuid}.out").symlink_to("/etc/shadow")
-    (directory / f"job-{job.uuid}.err").write_text("root's file")  # owned by root, not alice
-    for stream in ("stdout", "stderr"):
-        response = token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream={stream}")
-        assert response.status_code == 409, response.json()
-        assert "cannot be read safely" in response.json()["detail"] or "not a regular file of alice" in \
-            response.json()["detail"]
+# Logs are read through job-files as the user: tests/security/test_job_files.py.

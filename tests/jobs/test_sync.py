@@ -74,9 +74,6 @@ class FakeSlurm:
         self.submitted.append(comment)
         return "777"
 
-    def user_directory_create(self, *, path, user):
-        pass
-
 
 def _active(state=JobState.RUNNING, **kwargs):
     return JobFactory(state=state, slurm_submitted_at=NOW - timedelta(minutes=5), **kwargs)

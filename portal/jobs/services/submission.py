@@ -166,6 +166,9 @@ def job_cancel(*, job: Job, slurm: Slurm | None = None) -> Job:
         if job.state == JobState.CANCELLED and job.cancel_requested_at:
             return job
         raise Conflict(f"The job is already {job.get_state_display().lower()}.", code="job_ended")
+    if slurm_known_down():  # answer at once rather than hold a web worker for scancel's timeout
+        raise Unavailable("Slurm is unreachable, so the job was not cancelled; try again.",
+                          code="slurm_unavailable")
     try:
         (slurm or Slurm.from_settings()).cancel(job_id=job.slurm_job_id, user=job.user.username)
     except SlurmUnreachable as error:
