@@ -99,3 +99,6 @@ if [[ ! -d "$DATA_DIR" ]]; then
   mkdir -p "$DATA_DIR"
   chmod 755 "$DATA_DIR"
 fi
+# Framework environments (PyTorch, TensorFlow, JAX) as kernels for every user, built outside the
+# clone and only when their requirements change, and the digits in MNIST format under /data/mnist.
+"$ROOT/scripts/envs/build.sh"

@@ -73,9 +73,12 @@ start() {  # name, command... (started as the portal's account; the pid file is 
 }
 
 # Its control socket (gunicornc) in the account's run dir; the default is under $HOME, which is root's.
-start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers 2 --timeout 60 \
-  --control-socket "$PORTAL_RUN/gunicorn.ctl"
-start celery-worker celery -A portal worker --loglevel INFO --concurrency 2 --hostname "worker@%h"
+# Threads let a worker overlap requests' waits on the database and the broker.
+start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers 2 --threads 4 \
+  --timeout 60 --control-socket "$PORTAL_RUN/gunicorn.ctl"
+# A task mostly waits on sbatch (a subprocess): threads run several at once for little memory.
+start celery-worker celery -A portal worker --loglevel INFO --pool threads --concurrency 8 \
+  --hostname "worker@%h"
 start celery-beat celery -A portal beat --loglevel INFO --schedule "$PORTAL_RUN/celerybeat-schedule"
 say "starting JupyterHub and its proxy (as $HUB_USER)"
 "$ROOT/spawners/hub.sh" start
