@@ -2,7 +2,7 @@
 owner, another user, an admin, anonymous, with a revoked token, and as a deprovisioned user.
 
 A route added without a row fails `test_every_route_has_a_row`. The hub's proxy paths (a server's
-/user/<name>/...) are checked against the real hub in tests/servers/test_servers_real.py."""
+/user/<name>/...) have their table against the real hub in tests/servers/test_hub_authz_real.py."""
 
 import json
 from collections.abc import Callable

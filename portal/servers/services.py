@@ -127,8 +127,20 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
         })
     except HubError as error:
         server.delete()
+        if not isinstance(error, HubUnavailable):
+            _hub_record_forget(hub, user.username, options.name)
         raise _hub_error(error) from error
     return server
+
+
+def _hub_record_forget(hub: JupyterHub, username: str, name: str) -> None:
+    """A refused spawn leaves a stopped named server in the hub, which would count towards the
+    user's limit of named servers without showing anywhere: remove it."""
+    try:
+        hub.server_stop(username, name)
+    except HubError as error:
+        logger.warning("could not remove the refused server %s/%s from the hub: %s", username, name,
+                       error.message)
 
 
 def server_stop(*, server: NotebookServer, hub: JupyterHub | None = None) -> NotebookServer:

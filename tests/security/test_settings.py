@@ -20,7 +20,10 @@ def _generated() -> dict[str, str]:
 
 
 def _manage(*args: str, **overrides: str | None) -> subprocess.CompletedProcess:
-    environment = {key: value for key, value in os.environ.items() if key not in SECRET_NAMES}
+    # The browser tests set DJANGO_ALLOW_ASYNC_UNSAFE for Playwright in this process; a deployment
+    # would not have it (check --deploy says so).
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in SECRET_NAMES and key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     environment["DJANGO_SETTINGS_MODULE"] = "portal.settings.production"
     for key, value in overrides.items():
         if value is None:

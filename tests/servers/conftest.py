@@ -52,7 +52,9 @@ class Hub:
         (STATE_DIR / "hub.pid").unlink()
 
     def stop_all_servers(self) -> None:
-        for user in self.request("GET", "/users").json():
+        """Stop and forget every named server, the stopped ones too (they count towards the hub's
+        named-server limit)."""
+        for user in self.request("GET", "/users", params={"include_stopped_servers": "1"}).json():
             for name in user.get("servers") or {}:
                 self.request("DELETE", f"/users/{user['name']}/servers/{name}", json={"remove": True})
 

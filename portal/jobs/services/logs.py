@@ -7,6 +7,7 @@ from django.conf import settings
 
 from portal.core.errors import Conflict, Unavailable
 from portal.jobs.models import Job
+from portal.jobs.services.prepare import unix_account
 from slurm.errors import SlurmError
 from slurm.user_files import OutputUnsafe, job_output_read
 
@@ -35,7 +36,7 @@ def job_log_read(*, job: Job, stream: str, offset: int = 0, limit: int | None = 
     if stream not in ("stdout", "stderr"):
         raise ValueError(stream)
     limit = limit or settings.JOBS_LOG_CHUNK_BYTES
-    username = job.user.username
+    username = unix_account(job.user.username).pw_name  # a clear 400 for an account that is gone
     try:
         output = job_output_read(user=username, job_uuid=job.uuid, stream=stream, offset=offset, limit=limit)
     except OutputUnsafe as error:
