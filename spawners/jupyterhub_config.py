@@ -49,6 +49,9 @@ c.JupyterHub.allow_named_servers = True
 c.JupyterHub.named_server_limit_per_user = int(env("HUB_SERVERS_PER_USER", "3"))
 # The hub's own "Start My Server" starts the portal's default named server, which the portal lists.
 c.JupyterHub.default_server_name = "my-server"
+# Logging in to the hub lands on its home page: servers start when somebody asks for one (the
+# portal's form, the API, the hub's Start button), never as a side effect of a login.
+c.JupyterHub.redirect_to_server = False
 
 # --- one login: the portal is the OAuth2 provider; the username is the LDAP uid ---
 c.JupyterHub.authenticator_class = "generic-oauth"

@@ -53,7 +53,7 @@ def test_hub_proxy_paths(portal_hub, live_server):
     sessions = {who: portal_login(live_server, name) for who, name in
                 (("owner", "alice"), ("other", "bob"), ("admin", "ada"))}
     for session in sessions.values():  # log in to the hub through the portal (one login)
-        session.get(f"{portal_hub.url}/hub/login")
+        session.get(f"{portal_hub.url}/hub/home")
     wrong = []
     for who, session in sessions.items():
         wrong += _check(session, portal_hub.url, who)
@@ -71,3 +71,6 @@ def test_hub_proxy_paths(portal_hub, live_server):
     time.sleep(6)
     wrong += _check(deprovisioned, portal_hub.url, "deprovisioned")
     assert wrong == [], "\n".join(wrong)
+    # Logging in started nothing: alice's one server is the only one.
+    servers = {user["name"]: user["servers"] for user in portal_hub.request("GET", "/users").json()}
+    assert set(servers.get("alice", {})) == {"shared"} and not servers.get("bob") and not servers.get("ada")
