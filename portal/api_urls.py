@@ -4,6 +4,7 @@ from django.urls import path
 
 from portal.accounts import api as accounts_api
 from portal.cluster import api as cluster_api
+from portal.environments import api as environments_api
 from portal.jobs import api as jobs_api
 from portal.servers import api as servers_api
 
@@ -12,6 +13,7 @@ urlpatterns = [
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="tokens"),
     path("tokens/<id:token_id>/", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
     path("cluster/", cluster_api.ClusterApi.as_view(), name="cluster"),
+    path("environments/", environments_api.EnvironmentListApi.as_view(), name="environments"),
     path("templates/", jobs_api.TemplateListApi.as_view(), name="templates"),
     path("jobs/", jobs_api.JobListCreateApi.as_view(), name="jobs"),
     path("jobs/<id:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),

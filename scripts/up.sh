@@ -57,6 +57,7 @@ portal_env_write
 cd "$ROOT"
 "${AS_PORTAL[@]}" - python manage.py migrate --noinput >/dev/null
 "${AS_PORTAL[@]}" - python manage.py hub_oauth_app >/dev/null
+"${AS_PORTAL[@]}" - python manage.py environments_sync
 # Static files go into the checkout, which the service account only reads: root collects them.
 python manage.py collectstatic --noinput >/dev/null
 # Fill the cluster snapshot now so the first page view has data.

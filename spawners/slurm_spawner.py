@@ -1,8 +1,14 @@
 """The portal's Slurm spawner: batchspawner's SlurmSpawner with server-side options and one poll.
 
 - Every user option is validated and rebuilt here (`apply_user_options`): whatever reaches the hub
-  API, only partition, GPUs, hours and nodes survive, within the partition's and the user's limits.
-  batchspawner merges `user_options` into the batch script's variables, so nothing else may stay.
+  API, only partition, GPUs, hours, nodes and the software environment survive, within the
+  partition's and the user's limits. batchspawner merges `user_options` into the batch script's
+  variables, so nothing else may stay.
+- The software environment: the hub has no access to the portal's database, so the portal sends
+  the environment's name, kernelspec name and prefix (`environment`, `environment_kernel`,
+  `environment_path`). The spawner checks only their shape (plain names; a normalised path under
+  `environments_dir`) and quotes them; the job runs as the user, so a user who calls the hub API
+  directly can at most pick another folder under that root, as the user.
 - One `squeue` for all servers of the hub (`QueuePoller`): polls share the latest snapshot, and a
   Slurm that does not answer means "unknown" (the server is kept), never "gone".
 """
@@ -35,7 +41,12 @@ logger = logging.getLogger(__name__)
 
 PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "RESIZING"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING"})
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes"})
+ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", *ENVIRONMENT_KEYS})
+# The portal's shapes (portal/environments/models.py); the hub cannot import the portal.
+ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+PATH_PART = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 class OptionError(ValueError):
@@ -52,6 +63,15 @@ class PartitionPolicy:
 
 
 @dataclass(frozen=True)
+class EnvironmentChoice:
+    """A software environment: its name, Jupyter kernelspec and prefix (with bin/python)."""
+
+    name: str
+    kernel: str
+    path: str
+
+
+@dataclass(frozen=True)
 class ServerOptions:
     """The only options a server is started with; CPUs and memory are per node, derived."""
 
@@ -61,9 +81,15 @@ class ServerOptions:
     nodes: int
     cpus: int
     mem_gb: int
+    environment: EnvironmentChoice | None = None
 
     def as_user_options(self) -> dict[str, Any]:
-        return {"partition": self.partition, "gpus": self.gpus, "hours": self.hours, "nodes": self.nodes}
+        options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
+                                   "nodes": self.nodes}
+        if self.environment is not None:
+            options.update(environment=self.environment.name, environment_kernel=self.environment.kernel,
+                           environment_path=self.environment.path)
+        return options
 
 
 def _integer(value: object, name: str) -> int:
@@ -89,8 +115,27 @@ def _number(value: object, name: str) -> float:
     return number
 
 
+def environment_choice(raw: dict, environments_dir: str) -> EnvironmentChoice | None:
+    """The environment options' shape (the portal checked that the environment exists and works)."""
+    name, kernel, path = (raw.get(key) or "" for key in ENVIRONMENT_KEYS)
+    if not name:
+        if kernel or path:
+            raise OptionError("environment_kernel and environment_path come with an environment.")
+        return None
+    if not isinstance(name, str) or not ENVIRONMENT_NAME.fullmatch(name):
+        raise OptionError("environment must be a plain name (lowercase letters, digits, _ and -).")
+    if not isinstance(kernel, str) or not KERNEL_NAME.fullmatch(kernel):
+        raise OptionError("environment_kernel must be a kernelspec name (letters, digits, . _ -).")
+    root = environments_dir.rstrip("/")
+    parts = path[len(root) + 1:].split("/") if isinstance(path, str) and path.startswith(f"{root}/") else []
+    if not parts or not all(PATH_PART.fullmatch(part) and part not in (".", "..") for part in parts):
+        raise OptionError(f"environment_path must be a folder under {root}/.")
+    return EnvironmentChoice(name=name, kernel=kernel, path=path)
+
+
 def rebuild_options(raw: object, *, policies: dict[str, PartitionPolicy], default_partition: str,
-                    default_hours: float, gpus_in_use: int, max_gpus_per_user: int) -> ServerOptions:
+                    default_hours: float, gpus_in_use: int, max_gpus_per_user: int,
+                    environments_dir: str = "/opt/gpuportal/envs") -> ServerOptions:
     """Validate what a caller asked for and rebuild the options from scratch, or raise OptionError."""
     if not isinstance(raw, dict):
         raise OptionError("Options must be an object.")
@@ -127,7 +172,8 @@ def rebuild_options(raw: object, *, policies: dict[str, PartitionPolicy], defaul
 
     units = max(gpus, 1)  # a CPU-only server gets one GPU's share of cores and memory
     return ServerOptions(partition=partition, gpus=gpus, hours=hours, nodes=nodes,
-                         cpus=units * policy.cpus_per_gpu, mem_gb=units * policy.mem_gb_per_gpu)
+                         cpus=units * policy.cpus_per_gpu, mem_gb=units * policy.mem_gb_per_gpu,
+                         environment=environment_choice(raw, environments_dir))
 
 
 @dataclass(frozen=True)
@@ -217,6 +263,9 @@ class PortalSlurmSpawner(SlurmSpawner):
         "", help="Notebook templates copied into ~/templates on every start (no existing file is "
                  "overwritten). Empty: none.").tag(config=True)
     data_dir = Unicode("", help="Shared data linked as ~/data. Empty: none.").tag(config=True)
+    environments_dir = Unicode(
+        "/opt/gpuportal/envs", help="The only folder software environments may live under (the "
+                                    "portal's ENVIRONMENTS_DIR).").tag(config=True)
 
     exec_prefix = Unicode("/usr/sbin/runuser -u {username} --").tag(config=True)
     # Starting servers share the poller's snapshot, so checking often costs no extra squeue.
@@ -281,6 +330,7 @@ set -euo pipefail
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
+        self.software_environment: EnvironmentChoice | None = None
         self.queue_reason = ""
         self._fresh_after = -math.inf
         self._busy = False
@@ -299,8 +349,9 @@ set -euo pipefail
         options = rebuild_options(
             user_options, policies=self.policies(), default_partition=self.default_partition,
             default_hours=self.default_hours, gpus_in_use=self.gpus_in_use(),
-            max_gpus_per_user=self.max_gpus_per_user,
+            max_gpus_per_user=self.max_gpus_per_user, environments_dir=self.environments_dir,
         )
+        self.software_environment = options.environment
         self.req_partition = options.partition
         self.req_runtime = str(math.ceil(round(options.hours * 60, 6)))  # minutes; 1/60 h is 1
         self.req_nodes = str(options.nodes)
@@ -313,6 +364,26 @@ set -euo pipefail
         if self.orm_spawner is not None:
             self.orm_spawner.user_options = self.user_options
         return options
+
+    def get_req_subvars(self) -> dict[str, Any]:
+        """The batch script's variables: the chosen environment's bin/ goes first on PATH, after the
+        configured prologue (so terminals and `torchrun` find its programs)."""
+        subvars = super().get_req_subvars()
+        if self.software_environment is not None:
+            lines = [subvars.get("prologue") or "",
+                     f'export PATH={shlex.quote(self.software_environment.path + "/bin")}:"$PATH"',
+                     f"export GPUPORTAL_ENVIRONMENT={shlex.quote(self.software_environment.name)}"]
+            subvars["prologue"] = "\n".join(line for line in lines if line)
+        return subvars
+
+    def get_args(self) -> list[str]:
+        """The chosen environment's kernel is JupyterLab's default for new notebooks (batchspawner
+        puts these words into the script as they are: quoted here)."""
+        args = super().get_args()
+        if self.software_environment is not None:
+            kernel = self.software_environment.kernel
+            args.append(shlex.quote(f"--MappingKernelManager.default_kernel_name={kernel}"))
+        return args
 
     # --- Slurm state through the shared poller --------------------------------------------------
 

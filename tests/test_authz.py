@@ -81,6 +81,7 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/tokens/<id:token_id>/": [Row("DELETE", lambda w: f"/api/v1/tokens/{w.token_to_delete.pk}/", A,
                                          {**API_MINE, "owner": 204, "admin": 404})],
     "api/v1/cluster/": [Row("GET", _fixed("/api/v1/cluster/"), A, API_ANY)],
+    "api/v1/environments/": [Row("GET", _fixed("/api/v1/environments/"), A, API_ANY)],
     "api/v1/templates/": [Row("GET", _fixed("/api/v1/templates/"), A, API_ANY)],
     "api/v1/jobs/": [Row("GET", _fixed("/api/v1/jobs/"), A, API_ANY),
                      # Refused as invalid, so nothing reaches Slurm: proves the request got past authz.
@@ -188,6 +189,7 @@ def test_nobody_else_can_revoke_or_see_the_owners_things(world):
 
 
 ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/notebookserver/",
+                "/admin/environments/environment/",
                 "/admin/accounts/user/",
                 "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
                 "/admin/axes/accessattempt/"]

@@ -21,6 +21,8 @@ from typing import Any
 import jinja2
 from django.conf import settings
 
+from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
+
 logger = logging.getLogger(__name__)
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
@@ -30,7 +32,7 @@ DEFAULT_STRING_PATTERN = r"^[A-Za-z0-9._,:=+/@ -]*$"
 PATH_PATTERN = r"^(/[A-Za-z0-9._+@-]+)*/?$"
 _SBATCH_LINE = re.compile(r"^\s*#\s*SBATCH", re.IGNORECASE | re.MULTILINE)
 # Parameters every template gets; a template may not redefine them.
-BUILTIN_PARAMETERS = ("partition", "time_limit", "modules", "container")
+BUILTIN_PARAMETERS = ("partition", "time_limit", "environment", "modules", "container")
 # The bound of a number parameter whose template names none: fits a 32-bit int, and any shell.
 NUMBER_LIMIT = 2**31 - 1
 TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments")
@@ -229,13 +231,18 @@ class JobTemplate:
 
 
 def builtin_parameters() -> tuple[Parameter, ...]:
-    """Partition and time limit (bounded per partition when validated), module and container hooks."""
+    """Partition and time limit (bounded per partition when validated), the software environment
+    (checked against the usable ones when validated), module and container hooks."""
     return (
         Parameter("partition", "string", label="Partition", pattern=r"^[A-Za-z0-9_.-]*$",
                   help="Slurm partition; empty means the cluster's default.", default=""),
         Parameter("time_limit", "integer", label="Time limit (minutes)", minimum=1,
                   maximum=settings.SITE_MAX_WALLTIME_MINUTES, default=settings.JOBS_DEFAULT_TIME_MINUTES,
                   help="Wall-clock limit; at most the partition's maximum."),
+        Parameter("environment", "string", label="Software environment", default="",
+                  pattern=f"{ENVIRONMENT_NAME_PATTERN}|^$",
+                  help="A software environment (GET /api/v1/environments/), activated before the "
+                       "program runs; empty: none."),
         Parameter("modules", "string", label="Environment modules", default="",
                   pattern=r"^[A-Za-z0-9._/+-]+( [A-Za-z0-9._/+-]+)*$|^$",
                   help="Space-separated `module load` names, e.g. cuda/12.4 nccl."),
@@ -377,11 +384,14 @@ _SAMPLE_JOB = JobPaths(id="sample", dir="/home/user/gpuportal/jobs/job-sample",
                        stdout="/home/user/out", stderr="/home/user/err")
 
 
-def script_body_render(*, template: JobTemplate, values: Mapping[str, Any], job: JobPaths) -> str:
+def script_body_render(*, template: JobTemplate, values: Mapping[str, Any], job: JobPaths,
+                       activation: Mapping[str, Any] | None = None) -> str:
+    """`activation`: the chosen software environment (name, kind, path, modules) the prologue
+    activates, or None."""
     environment = _environment(template.directory.parent)
     body = environment.get_template(f"{template.slug}/script.sh.j2")
-    return body.render(params=dict(values), job=job, template={"slug": template.slug,
-                                                               "name": template.name})
+    return body.render(params=dict(values), job=job, environment=activation,
+                       template={"slug": template.slug, "name": template.name})
 
 
 @dataclass(frozen=True)

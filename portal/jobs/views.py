@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from portal.cluster.models import PollStatus
 from portal.core.converters import id_or_none
 from portal.core.errors import Conflict, InvalidInput
+from portal.environments.selectors import environment_choices, environment_list
 from portal.jobs.job_templates import JobTemplate, Parameter, catalog
 from portal.jobs.models import Job, JobState
 from portal.jobs.selectors import JobFilters, job_get, job_list, partition_limits_list
@@ -81,6 +82,7 @@ def template_pick_view(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/pick.html", {
         "templates": sorted(found.templates.values(), key=lambda t: t.name),
         "broken": found.errors if request.user.is_staff else {},
+        "environments": environment_list(user=request.user),
     })
 
 
@@ -132,12 +134,18 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         if clone_id and (original := job_get(user=request.user, job_id=clone_id)):
             values.update({k: v for k, v in original.parameters.items() if template.parameter(k)})
             name = original.name
+    environments = list(environment_choices(user=request.user))
+    chosen = values.get("environment") if isinstance(values.get("environment"), str) else ""
     parameter_errors = errors.get("parameters", {}) if isinstance(errors.get("parameters"), dict) else {}
     fields = [{"parameter": p, "value": _form_value(p, values.get(p.name)),
                "errors": parameter_errors.get(p.name, [])} for p in template.parameters]
     return render(request, "jobs/compose.html", {
         "template": template, "fields": fields, "name": name, "uuid": job_uuid, "preview": preview,
         "errors": errors, "partitions": partition_limits_list(),
+        "environments": environments,
+        # A clone of a job whose environment has since gone keeps it visible (and refused) rather
+        # than silently falling back to none.
+        "environment_gone": chosen if chosen and chosen not in {e.name for e in environments} else "",
         "gpu_field": template.gpus_per_node if isinstance(template.gpus_per_node, str) else "",
         "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
     })

@@ -1,7 +1,10 @@
 from django import forms
 from django.conf import settings
 
+from portal.accounts.models import User
 from portal.cluster.models import Partition
+from portal.environments.models import Environment
+from portal.environments.selectors import environment_choices
 
 
 class ServerStartForm(forms.Form):
@@ -15,12 +18,22 @@ class ServerStartForm(forms.Form):
                              max_value=settings.SITE_MAX_WALLTIME_MINUTES / 60,
                              help_text="Default 8 h, at most the partition's limit.")
     nodes = forms.IntegerField(initial=1, min_value=1, max_value=1024)
+    environment = forms.ChoiceField(choices=(), required=False, label="Software environment",
+                                    help_text="Its kernel is the default for new notebooks, its programs "
+                                              "come first in terminals; the other kernels stay available.")
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: object, user: User | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
+        environments = environment_choices(user=user, kernel_only=True)
+        self.fields["environment"].choices = [("", "None (Python 3, R and every kernel, no default)")] + [
+            (e.name, _environment_label(e)) for e in environments]
         partitions = list(Partition.objects.prefetch_related("gpus"))
         self.fields["partition"].choices = [(p.name, _label(p)) for p in partitions]
         self.fields["partition"].initial = next((p.name for p in partitions if p.is_default), None)
+
+
+def _environment_label(environment: Environment) -> str:
+    return f"{environment.title} — {environment.versions}" if environment.versions else environment.title
 
 
 def _label(partition: Partition) -> str:

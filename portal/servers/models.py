@@ -22,6 +22,9 @@ class NotebookServer(models.Model):
     gpus = models.PositiveSmallIntegerField()
     hours = models.FloatField()
     nodes = models.PositiveSmallIntegerField(default=1)
+    # The software environment's name as chosen (empty: none); a name, not a key, so the record
+    # outlives an environment that is later removed.
+    environment = models.CharField(max_length=64, blank=True)
     job_id = models.CharField(max_length=32, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity = models.DateTimeField(null=True, blank=True)

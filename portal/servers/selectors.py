@@ -25,6 +25,7 @@ class ServerCard:
     gpus: int
     hours: float
     nodes: int
+    environment: str
     job_id: str
     node: str
     queue_reason: str
@@ -87,7 +88,7 @@ def _card(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, now:
     running = job is not None and job.state == "RUNNING" and row.ended_at is None
     return ServerCard(
         name=row.name, state=state, partition=row.partition, gpus=row.gpus, hours=row.hours,
-        nodes=row.nodes, job_id=row.job_id,
+        nodes=row.nodes, environment=row.environment, job_id=row.job_id,
         node=job.nodes if running else "",
         queue_reason=job.reason if job is not None and job.state == "PENDING" else "",
         time_left=max(job.end_time - now, timedelta(0)) if running and job.end_time else None,

@@ -13,6 +13,7 @@ class SessionSerializer(serializers.Serializer):
     gpus = serializers.IntegerField()
     hours = serializers.FloatField()
     nodes = serializers.IntegerField()
+    environment = serializers.CharField(help_text="The software environment's name; empty: none")
     job_id = serializers.CharField(help_text="Slurm job id; empty until the hub has submitted it")
     node = serializers.CharField(help_text="Node the server runs on; empty unless running")
     queue_reason = serializers.CharField(help_text="Slurm's pending reason while queued")
@@ -36,6 +37,10 @@ class SessionCreateSerializer(serializers.Serializer):
         required=False, min_value=0, max_value=settings.SITE_MAX_WALLTIME_MINUTES / 60,
         help_text="Default 8 h; at most the partition's limit, or the site's maximum where it has none")
     nodes = serializers.IntegerField(default=1, min_value=1, max_value=1024)
+    environment = serializers.CharField(
+        required=False, allow_blank=True, max_length=64,
+        help_text="A software environment with a Jupyter kernel (GET /api/v1/environments/, kind python): "
+                  "its kernel is the server's default and its bin/ comes first on PATH. Default: none")
 
     def validate(self, attrs: dict) -> dict:
         unknown = sorted(set(self.initial_data) - set(self.fields))

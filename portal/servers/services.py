@@ -4,6 +4,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -14,6 +15,9 @@ from portal.accounts.oauth import oauth_tokens_revoke
 from portal.cluster.models import Partition, SlurmJob
 from portal.core.errors import InvalidInput, Unavailable
 from portal.core.idempotency import idempotent_replay
+from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
+from portal.environments.models import Environment
+from portal.environments.selectors import environment_get
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from slurm.parsing import AccountedJob, QueuedJob
@@ -22,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 # JupyterHub's named servers: 1-30 lowercase letters, digits or hyphens.
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,29}$")
+ENVIRONMENT_NAME = re.compile(ENVIRONMENT_NAME_PATTERN)
 
 
 # The hub names a server's Slurm job after it (spawners.slurm_spawner.req_job_name).
@@ -45,10 +50,21 @@ class ServerOptions:
     gpus: int
     hours: float
     nodes: int
+    environment: Environment | None = None
+
+    def hub_options(self) -> dict[str, Any]:
+        """The user_options the hub gets. It has no database: the environment's kernel and prefix
+        travel with its name, and the spawner checks their shape (spawners/slurm_spawner.py)."""
+        options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
+                                   "nodes": self.nodes}
+        if self.environment is not None:
+            options.update(environment=self.environment.name, environment_kernel=self.environment.kernel,
+                           environment_path=self.environment.path)
+        return options
 
 
 def server_options_clean(*, user: User, name: str, partition: str | None, gpus: int,
-                         hours: float | None, nodes: int = 1) -> ServerOptions:
+                         hours: float | None, nodes: int = 1, environment: str = "") -> ServerOptions:
     """The portal's checks, against the last Slurm poll: the same rules the hub enforces again."""
     errors: dict[str, str] = {}
     if not SERVER_NAME.fullmatch(name or ""):
@@ -85,18 +101,27 @@ def server_options_clean(*, user: User, name: str, partition: str | None, gpus: 
 
     if not 1 <= nodes <= max(chosen.node_count, 1):
         errors["nodes"] = f"Partition {chosen.name} has {chosen.node_count} node(s)."
+    chosen_environment = None
+    if environment:
+        # Only environments with a Jupyter kernel (kind python) make sense in a notebook server.
+        chosen_environment = environment_get(user=user, name=environment)
+        if chosen_environment is None or chosen_environment.kind != Environment.Kind.PYTHON:
+            errors["environment"] = (f"Unknown or unavailable environment {environment!r} for a notebook "
+                                     "server; GET /api/v1/environments/ lists them (kind python).")
     if active.filter(name=name).exists():
         errors["name"] = f"You already have a server named {name}."
     elif active.count() >= settings.SERVERS_MAX_PER_USER:
         errors["name"] = f"You can run at most {settings.SERVERS_MAX_PER_USER} servers at once."
     if errors:
         raise InvalidInput({field: [message] for field, message in errors.items()})
-    return ServerOptions(name=name, partition=chosen.name, gpus=gpus, hours=hours, nodes=nodes)
+    return ServerOptions(name=name, partition=chosen.name, gpus=gpus, hours=hours, nodes=nodes,
+                         environment=chosen_environment)
 
 
 def server_start(*, user: User, name: str, partition: str | None = None, gpus: int = 1,
-                 hours: float | None = None, nodes: int = 1, idempotency_key: str = "",
-                 request_digest: str = "", hub: JupyterHub | None = None) -> NotebookServer:
+                 hours: float | None = None, nodes: int = 1, environment: str = "",
+                 idempotency_key: str = "", request_digest: str = "",
+                 hub: JupyterHub | None = None) -> NotebookServer:
     """Validate, record the server (which claims its name), then ask the hub for it.
 
     Raises InvalidInput (also when the hub refuses) or Unavailable (the hub does not answer); the
@@ -105,13 +130,14 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
     if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
         return existing
     options = server_options_clean(user=user, name=name, partition=partition, gpus=gpus, hours=hours,
-                                   nodes=nodes)
+                                   nodes=nodes, environment=environment)
     try:
         with transaction.atomic():
             server = NotebookServer.objects.create(
                 user=user, name=options.name, partition=options.partition, gpus=options.gpus,
-                hours=options.hours, nodes=options.nodes, idempotency_key=idempotency_key,
-                request_digest=request_digest,
+                hours=options.hours, nodes=options.nodes,
+                environment=options.environment.name if options.environment else "",
+                idempotency_key=idempotency_key, request_digest=request_digest,
             )
     except IntegrityError:
         # A concurrent request: the same Idempotency-Key, or the same server name.
@@ -121,16 +147,19 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
     hub = hub or JupyterHub.from_settings()
     try:
         hub.user_ensure(user.username)
-        hub.server_start(user.username, options.name, display_name=options.name, options={
-            "partition": options.partition, "gpus": options.gpus, "hours": options.hours,
-            "nodes": options.nodes,
-        })
+        hub.server_start(user.username, options.name, display_name=options.name,
+                         options=options.hub_options())
     except HubError as error:
         server.delete()
         if not isinstance(error, HubUnavailable):
             _hub_record_forget(hub, user.username, options.name)
         raise _hub_error(error) from error
     return server
+
+
+def _environment_name(value: object) -> str:
+    """An adopted server's environment as the hub recorded it (the spawner checked its shape)."""
+    return value if isinstance(value, str) and ENVIRONMENT_NAME.fullmatch(value) else ""
 
 
 def _hub_record_forget(hub: JupyterHub, username: str, name: str) -> None:
@@ -187,7 +216,7 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
             active[name] = NotebookServer.objects.create(
                 user=user, name=name, partition=str(options.get("partition", "")),
                 gpus=int(options.get("gpus", 0)), hours=float(options.get("hours", 0)),
-                nodes=int(options.get("nodes", 1)),
+                nodes=int(options.get("nodes", 1)), environment=_environment_name(options.get("environment")),
             )
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[s.job_id for s in hub_servers.values() if s.job_id])}

@@ -13,7 +13,7 @@ from portal.servers.services import server_start, server_stop, servers_refresh
 @login_required
 @require_http_methods(["GET", "POST"])
 def server_list_view(request: HttpRequest) -> HttpResponse:
-    form = ServerStartForm(request.POST or None)
+    form = ServerStartForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
             server = server_start(user=request.user, **form.cleaned_data)

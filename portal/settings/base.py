@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "portal.core",
     "portal.accounts",
     "portal.cluster",
+    "portal.environments",
     "oauth2_provider",
     "portal.servers",
     "portal.jobs",
@@ -130,6 +131,14 @@ SLURM_POLL_SECONDS = env.float("SLURM_POLL_SECONDS", default=15.0)
 # A snapshot older than this many poll cycles is shown as stale.
 SLURM_STALE_AFTER_CYCLES = 3
 
+# --- Software environments (portal.environments) ---
+# Built by scripts/envs/build.sh, one prefix per environment with its manifest (gpuportal-env.json).
+# The hub accepts Python environments only under this folder (spawners/jupyterhub_config.py).
+ENVIRONMENTS_DIR = env("ENVIRONMENTS_DIR", default="/opt/gpuportal/envs")
+ENVIRONMENTS_CHECK_SECONDS = env.float("ENVIRONMENTS_CHECK_SECONDS", default=3600.0)
+# Importing TensorFlow or PyTorch takes seconds on a cold file system; a hung import is broken.
+ENVIRONMENTS_CHECK_TIMEOUT_SECONDS = env.float("ENVIRONMENTS_CHECK_TIMEOUT_SECONDS", default=60.0)
+
 # --- Celery ---
 CELERY_BROKER_URL = env("REDIS_URL", default="redis://127.0.0.1:6390/0")
 CELERY_TASK_ACKS_LATE = True
@@ -145,6 +154,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.accounts.tasks.directory_sync",
         "schedule": DIRECTORY_SYNC_SECONDS,
         "options": {"expires": DIRECTORY_SYNC_SECONDS},
+    },
+    "environments-check": {
+        "task": "portal.environments.tasks.environments_check",
+        "schedule": ENVIRONMENTS_CHECK_SECONDS,
+        "options": {"expires": ENVIRONMENTS_CHECK_SECONDS},
     },
 }
 

@@ -12,6 +12,8 @@ from django.conf import settings
 
 from portal.accounts.models import User
 from portal.core.errors import InvalidInput
+from portal.environments.models import Environment
+from portal.environments.selectors import environment_get
 from portal.jobs.job_templates import JobPaths, JobTemplate, ParameterInvalid, catalog, script_body_render
 from portal.jobs.selectors import PartitionLimits, partition_limits_list
 from slurm.parsing import format_duration
@@ -77,6 +79,12 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
             values["partition"] = partition.name
     if partition is not None and not problems:
         problems.update(_limits_check(found, values, partition))
+    environment = None
+    if values.get("environment"):
+        environment = environment_get(user=user, name=values["environment"])
+        if environment is None:
+            problems["environment"] = [f"Unknown or unavailable environment {values['environment']!r}; "
+                                       "GET /api/v1/environments/ lists those you can use."]
     if problems:
         errors["parameters"] = problems
     if errors:
@@ -93,8 +101,18 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
     )
     paths = JobPaths(id=str(job_uuid), dir=f"{output_dir}/job-{job_uuid}",
                      stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err")
-    body = script_body_render(template=found, values=values, job=paths)
+    body = script_body_render(template=found, values=values, job=paths, activation=_activation(environment))
     return replace(draft, script=_header(draft, paths) + "\n" + body)
+
+
+def _activation(environment: Environment | None) -> dict[str, Any] | None:
+    """What the script's prologue needs to activate the environment (templates/jobs/_common)."""
+    if environment is None:
+        return None
+    return {"name": environment.name, "kind": environment.kind, "path": environment.path,
+            "modules": list(environment.modules)}
+
+
 def _partition_pick(name: str) -> tuple[PartitionLimits | None, str]:
     partitions = partition_limits_list()
     if not partitions:

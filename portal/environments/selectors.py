@@ -1,0 +1,32 @@
+"""Reads: which environments a user sees, and which one a name picks."""
+
+from django.db.models import Q, QuerySet
+
+from portal.accounts.models import User
+from portal.environments.models import Environment
+
+# What users may pick; Environment.usable says the same for one row.
+_USABLE = Q(enabled=True, healthy=True) & ~Q(kind=Environment.Kind.CONTAINER)
+
+
+def environment_list(*, user: User) -> QuerySet[Environment]:
+    """Admins see every environment, broken and switched-off ones too (with why); users only what
+    they may pick."""
+    environments = Environment.objects.all()
+    return environments if user.is_staff else environments.filter(_USABLE)
+
+
+def environment_choices(*, user: User, kernel_only: bool = False) -> QuerySet[Environment]:
+    """What the forms offer, admins included: only usable environments (`kernel_only`: those a
+    notebook server can use, i.e. with a Jupyter kernel)."""
+    environments = Environment.objects.filter(_USABLE)
+    if kernel_only:
+        environments = environments.filter(kind=Environment.Kind.PYTHON).exclude(kernel="")
+    return environments
+
+
+def environment_get(*, user: User, name: str) -> Environment | None:
+    """The usable environment called `name`, or None (unknown, switched off, broken: all refused alike)."""
+    if not isinstance(name, str) or not name:
+        return None
+    return environment_choices(user=user).filter(name=name).first()
