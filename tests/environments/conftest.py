@@ -1,0 +1,47 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from portal.environments.models import Environment
+
+REAL_ROOT = Path("/opt/gpuportal/envs")
+needs_real_envs = pytest.mark.skipif(not (REAL_ROOT / "pytorch" / "gpuportal-env.json").is_file(),
+                                     reason="no framework environments built (scripts/envs/build.sh)")
+
+
+def make_env(root: Path, name: str, *, python: str = "/bin/false", frameworks: dict | None = None,
+             kernel: str | None = None, manifest: object = None) -> Path:
+    """A fake environment prefix: bin/python is a link to `python`, plus a build manifest."""
+    prefix = root / name
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin/python").symlink_to(python)
+    if manifest is None:
+        manifest = {"name": name, "kernel": kernel or name, "display_name": f"Fake {name}",
+                    "frameworks": frameworks or {}}
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    (prefix / "gpuportal-env.json").write_text(text)
+    return prefix
+
+
+def environment(**fields: object) -> Environment:
+    """A registered environment as a passing health check leaves it (no files behind it)."""
+    defaults = {"name": "pytorch", "title": "PyTorch", "kind": Environment.Kind.PYTHON,
+                "path": "/opt/gpuportal/envs/pytorch", "kernel": "pytorch",
+                "frameworks": {"torch": "2.14.1", "torchvision": "0.29.1"}, "healthy": True}
+    return Environment.objects.create(**{**defaults, **fields})
+
+
+@pytest.fixture
+def envs_root(tmp_path_factory, settings):
+    """An empty ENVIRONMENTS_DIR (a path without brackets: environment paths are plain)."""
+    root = tmp_path_factory.mktemp("envs")
+    settings.ENVIRONMENTS_DIR = str(root)
+    return root
+
+
+@pytest.fixture
+def admin(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="ada", is_staff=True, is_superuser=True)
