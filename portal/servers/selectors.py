@@ -76,7 +76,8 @@ def _card(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, now:
     elif not hub_known:
         state = "unknown"
     elif hub is None:
-        state = "submitting"
+        # The hub let it go; one with a Slurm job ends at the poll cycle, from Slurm's record.
+        state = "stopping" if row.job_id else "submitting"
     elif hub.pending == "stop":
         state = "stopping"
     elif hub.ready:

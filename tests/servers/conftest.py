@@ -122,7 +122,8 @@ def portal_hub(hub, settings, transactional_db, slurm):
     settings.JUPYTERHUB_API_TOKEN = hub.token
     settings.JUPYTERHUB_OAUTH_CLIENT_SECRET = hub.env["JUPYTERHUB_OAUTH_CLIENT_SECRET"]
     hub_oauth_application_ensure()
-    slurm_poll(slurm=slurm)
+    # Bounded wait: a fault test before this one may have just restarted slurmctld.
+    wait_for(lambda: slurm_poll(slurm=slurm).error == "", 60, "a successful Slurm poll", interval=1)
     yield hub
     hub.stop_all_servers()
 

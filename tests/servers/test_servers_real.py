@@ -143,21 +143,6 @@ def test_killing_and_restarting_the_hub_keeps_a_running_server(portal_hub, live_
     assert session.get(f"{portal_hub.url}/user/alice/survivor/lab").status_code == 200
 
 
-def test_slurmctld_down_does_not_drop_running_servers(portal_hub, live_server, request):
-    alice = UserFactory(username="alice")
-    server_start(user=alice, name="steady", gpus=1, hours=1)
-    job_id = ready_server(portal_hub, "alice", "steady")["state"]["job_id"]
-
-    # The hub polls every 5 s here (HUB_POLL_INTERVAL): 20 s without slurmctld is ~4 failed polls.
-    request.getfixturevalue("slurmctld_stopped")
-    time.sleep(20)
-    server = portal_hub.request("GET", "/users/alice").json()["servers"].get("steady")
-    assert server is not None and server["ready"]
-    assert server["state"]["job_id"] == job_id
-    session = portal_login(live_server, "alice")
-    assert session.get(f"{portal_hub.url}/user/alice/steady/lab").status_code == 200
-
-
 def test_portal_logout_ends_hub_access(portal_hub, live_server):
     alice = UserFactory(username="alice")
     server_start(user=alice, name="logout", gpus=0, hours=1)
@@ -223,4 +208,9 @@ def test_idle_culler_stops_an_unused_server_and_the_card_says_so(portal_hub, set
         return "idle" not in (portal_hub.request("GET", "/users/alice").json()["servers"] or {})
     wait_for(culled, CULL_TIMEOUT + 40, "the idle culler", interval=2)
     wait_for(lambda: squeue_state(job_id) == "", 20, "the Slurm job to end")
-    assert card(alice, "idle").status == "ended: Stopped by the idle culler"
+    assert card(alice, "idle").state == "stopping"  # the hub let it go; Slurm's record settles it
+
+    def ended():
+        slurm_poll()  # what beat runs every cycle: the end comes from Slurm's accounting
+        return card(alice, "idle").status == "ended: Stopped by the idle culler"
+    wait_for(ended, 30, "the poll cycle to record the end")
