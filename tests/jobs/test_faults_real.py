@@ -30,8 +30,9 @@ CUSTOM = {"commands": "sleep 1", "gpus": 0, "time_limit": 5}
 
 
 def _slurm_jobs_with(comment: str) -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-a", "-o", "%i %k"], capture_output=True, text=True,
-                         errors="replace", check=True)
+    # Finished jobs too (slurmctld keeps them for MinJobAge): accounting may lag a second behind.
+    out = subprocess.run(["squeue", "-h", "-a", "-t", "all", "-o", "%i %k"], capture_output=True,
+                         text=True, errors="replace", check=True)
     in_queue = [line.split()[0] for line in out.stdout.splitlines() if line.endswith(comment)]
     acct = subprocess.run(["sacct", "-X", "-n", "-a", "-P", "-o", "JobID,Comment", "-S", "now-1hours"],
                           capture_output=True, text=True, errors="replace", check=True)
