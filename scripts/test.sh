@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against the real local cluster and directory, installing and
-# starting what it needs first. Extra arguments go to pytest (e.g. `-k ldap`, `-m "not browser"`).
+# starting what it needs first: everything `make up` starts, so the tests also see the portal's
+# own processes (and the accounts they run as). Extra arguments go to pytest (e.g. `-k ldap`).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-"$ROOT/slurm/dev/up.sh"
+"$ROOT/scripts/up.sh"
 "$ROOT/scripts/install.sh" --dev
 
 cd "$ROOT"
