@@ -28,6 +28,13 @@ command -v npm >/dev/null || apt_missing npm  # NodeSource's nodejs brings its o
 mkdir -p "$GPUPORTAL_STATE"
 chmod 755 "$GPUPORTAL_STATE"
 
+# The hub's account and users' servers read the checkout (the hub config, the spawner, the servers'
+# settings): a clone made in a private folder (`mktemp -d` is 0700) is opened to them. The code is
+# no secret; the secrets live in the state directory, in 0600 files.
+chmod o+rx "$ROOT"
+runuser -u nobody -- test -r "$ROOT/spawners/jupyterhub_config.py" \
+  || die "the service accounts cannot read $ROOT: every folder above it must be traversable (o+x)"
+
 # system_account NAME HOME: an unprivileged system account (no login shell, locked password) with
 # a group of its own. A regular group of that name would share the account's files with its
 # members, so that is refused (the local cluster renames its old `gpuportal` users' group).

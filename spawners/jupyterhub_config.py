@@ -6,6 +6,7 @@ Started by spawners/hub.sh, which exports the values read here; everything liste
 import json
 import os
 import sys
+from pathlib import Path
 
 # Importing the spawner also registers batchspawner's port hand-back API (limited to the port).
 from spawners.slurm_spawner import PortalSlurmSpawner
@@ -121,4 +122,8 @@ c.Spawner.args = [
     # A server re-checks a browser's token with the hub this often: revoked at portal logout.
     f"--HubOAuth.cache_max_age={env('HUB_SERVER_AUTH_CACHE', '60')}",
 ]
-c.Spawner.environment = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"}
+c.Spawner.environment = {
+    "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
+    # The servers' own settings: TensorBoard through jupyter-server-proxy (spawners/singleuser/).
+    "JUPYTER_CONFIG_PATH": str(Path(__file__).resolve().parent / "singleuser"),
+}

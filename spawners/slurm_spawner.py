@@ -315,7 +315,8 @@ set -euo pipefail
 
     @default("req_prologue")
     def _prologue_default(self) -> str:
-        lines = []
+        # `%tensorboard` in a notebook shows TensorBoard through this server's jupyter-server-proxy.
+        lines = ['export TENSORBOARD_PROXY_URL="${JUPYTERHUB_SERVICE_PREFIX:-/}proxy/%PORT%/"']
         if self.templates_dir:
             source = shlex.quote(f"{self.templates_dir.rstrip('/')}/.")
             lines += ['mkdir -p "$HOME/templates"', f'cp -rn {source} "$HOME/templates/" || true']

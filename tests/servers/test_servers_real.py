@@ -1,6 +1,7 @@
 """Notebook servers against the real stack: portal → JupyterHub → Slurm job → JupyterLab."""
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -214,3 +215,25 @@ def test_idle_culler_stops_an_unused_server_and_the_card_says_so(portal_hub, set
         slurm_poll()  # what beat runs every cycle: the end comes from Slurm's accounting
         return card(alice, "idle").status == "ended: Stopped by the idle culler"
     wait_for(ended, 30, "the poll cycle to record the end")
+
+
+def test_tensorboard_in_the_server_for_its_owner_only(portal_hub, live_server, tmp_path):
+    """JupyterLab's TensorBoard tile (jupyter-server-proxy) shows ~/logs; %tensorboard finds its URL."""
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="tb", gpus=0, hours=1)
+    job_id = ready_server(portal_hub, "alice", "tb")["state"]["job_id"]
+    # A run of alice's, written as alice with TensorBoard's own writer.
+    writer = ("from tensorboard.summary import Writer; w = Writer('/home/alice/logs/tb-test/run1'); "
+              "[w.add_scalar('loss', 1.0 / (step + 1), step) for step in range(5)]; w.close()")
+    subprocess.run(["/usr/sbin/runuser", "-u", "alice", "--", sys.executable, "-c", writer], check=True,
+                   cwd="/")
+    session = portal_login(live_server, "alice")
+    assert session.get(f"{portal_hub.url}/user/alice/tb/lab").status_code == 200
+    page = wait_for(lambda: (r := session.get(f"{portal_hub.url}/user/alice/tb/tensorboard/")).ok and r,
+                    60, "TensorBoard to start")
+    assert "<tf-tensorboard" in page.text or "TensorBoard" in page.text
+    runs = session.get(f"{portal_hub.url}/user/alice/tb/tensorboard/data/runs").json()
+    assert "tb-test/run1" in runs
+    assert job_env(job_id, "TENSORBOARD_PROXY_URL") == {"/user/alice/tb/proxy/%PORT%/"}
+    bob = portal_login(live_server, "bob")
+    assert bob.get(f"{portal_hub.url}/user/alice/tb/tensorboard/").status_code == 403
