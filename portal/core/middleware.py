@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from portal.core.api_errors import error_body, portal_error_of
-from portal.core.errors import PortalError
+from portal.core.errors import NotFound, PortalError
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     """handler404: JSON under /api/, the portal's page elsewhere."""
     if is_api(request):
         return JsonResponse({"detail": "Not found.", "code": "not_found", "fields": {}}, status=404)
-    return render(request, "error.html", {"error": PortalError("Page not found.")}, status=404)
+    return render(request, "error.html", {"error": NotFound("Page not found.")}, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if is_api(request):
         return JsonResponse({"detail": "Internal error; it has been logged.", "code": "server_error",
                              "fields": {}}, status=500)
-    return render(request, "error.html", {"error": PortalError("Internal error; it has been logged.")},
-                  status=500)
+    error = PortalError("Internal error; it has been logged.", code="server_error")
+    return render(request, "error.html", {"error": error}, status=500)
