@@ -6,10 +6,9 @@ Started by spawners/hub.sh, which exports the values read here; everything liste
 import json
 import os
 import sys
-from pathlib import Path
 
 # Importing the spawner also registers batchspawner's port hand-back API (limited to the port).
-from spawners.slurm_spawner import PortalSlurmSpawner
+from spawners.slurm_spawner import SINGLEUSER_CONFIG_DIR, PortalSlurmSpawner
 
 env = os.environ.get
 c = get_config()  # noqa: F821 (provided by JupyterHub when it loads this file)
@@ -125,5 +124,5 @@ c.Spawner.args = [
 c.Spawner.environment = {
     "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
     # The servers' own settings: TensorBoard through jupyter-server-proxy (spawners/singleuser/).
-    "JUPYTER_CONFIG_PATH": str(Path(__file__).resolve().parent / "singleuser"),
+    "JUPYTER_CONFIG_PATH": str(SINGLEUSER_CONFIG_DIR),
 }

@@ -49,6 +49,9 @@ KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PATH_PART = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
+# Settings of the users' notebook servers (jupyter-server-proxy's TensorBoard): JUPYTER_CONFIG_PATH.
+SINGLEUSER_CONFIG_DIR = Path(__file__).resolve().parent / "singleuser"
+
 class OptionError(ValueError):
     """A user option the hub refuses; the message is shown to the user."""
 
