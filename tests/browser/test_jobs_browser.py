@@ -1,5 +1,6 @@
 """A person in headless Chromium: compose a job, preview its script, submit, watch the log, cancel."""
 
+import re
 import time
 from pathlib import Path
 
@@ -48,8 +49,10 @@ def test_compose_preview_submit_follow_log_and_cancel(page, live_server, slurm):
             slurm_poll(slurm=slurm)
             page.wait_for_timeout(500)
         first = page.locator("#stdout").inner_text()
-        page.wait_for_function("() => document.getElementById('stdout').textContent.includes('tick 5')",
-                               timeout=20000)
+        # The log keeps growing without a reload: wait for a tick after the last one seen so far.
+        later = max(int(n) for n in re.findall(r"tick (\d+)", first)) + 2
+        page.wait_for_function(
+            f"() => document.getElementById('stdout').textContent.includes('tick {later}')", timeout=20000)
         assert len(page.locator("#stdout").inner_text()) > len(first)
         page.screenshot(path=ARTIFACTS / "job-log.png", full_page=True)
 
