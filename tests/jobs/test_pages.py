@@ -84,3 +84,13 @@ def test_pages_say_when_states_are_unknown(browser_client, user):
     for url in ("/jobs/", f"/jobs/{job.pk}/"):
         page = browser_client.get(url).content.decode()
         assert 'id="slurm-unreachable"' in page and 'data-state="RUNNING"' in page
+
+
+def test_a_form_uuid_of_another_users_job_is_a_clear_refusal(client, partitions):
+    """The compose form's hidden UUID is client input: somebody else's job's UUID is refused."""
+    theirs = JobFactory(user=UserFactory(username="bob"))
+    client.force_login(UserFactory(username="alice"))
+    response = client.post("/jobs/new/custom/", {"action": "submit", "uuid": str(theirs.uuid), "name": "x",
+                                                 "commands": "true", "gpus": "0", "nodes": "1",
+                                                 "time_limit": "5"})
+    assert response.status_code == 409 and b"already used" in response.content

@@ -44,9 +44,11 @@ def job_submit(*, user: User, template: str, parameters: Any, name: str | None =
     mine = Job.objects.filter(user=user)
     if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
         return existing
-    if job_uuid is not None and Job.objects.filter(uuid=job_uuid).exists():
-        # The form's hidden UUID: a double-clicked Submit.
-        return Job.objects.get(uuid=job_uuid, user=user)
+    if job_uuid is not None and (same := Job.objects.filter(uuid=job_uuid).first()) is not None:
+        # The form's hidden UUID: a double-clicked Submit gets the job the first click made.
+        if same.user_id != user.pk:
+            raise Conflict("This form was already used; open New job again.", code="job_uuid_taken")
+        return same
     draft = job_prepare(user=user, template=template, parameters=parameters, name=name, job_uuid=job_uuid)
     try:
         job = job_create(user=user, draft=draft, idempotency_key=idempotency_key,
