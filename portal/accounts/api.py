@@ -1,12 +1,12 @@
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, status
+from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.accounts.login import LoginRefused, login_check
+from portal.accounts.login import login_check
 from portal.accounts.selectors import api_token_list
 from portal.accounts.serializers import (
     ApiTokenCreatedSerializer,
@@ -16,20 +16,6 @@ from portal.accounts.serializers import (
 )
 from portal.accounts.services import api_token_create, api_token_revoke
 from portal.core.schema import ErrorSerializer
-
-# Why a login was refused -> HTTP status of the token endpoint's answer.
-_REFUSAL_STATUS = {
-    "invalid_credentials": status.HTTP_401_UNAUTHORIZED,
-    "not_a_portal_user": status.HTTP_403_FORBIDDEN,
-    "locked_out": status.HTTP_429_TOO_MANY_REQUESTS,
-    "directory_unavailable": status.HTTP_503_SERVICE_UNAVAILABLE,
-}
-
-
-class LoginRefusedError(exceptions.APIException):
-    def __init__(self, refused: LoginRefused) -> None:
-        super().__init__(refused.message, refused.code)
-        self.status_code = _REFUSAL_STATUS[refused.code]
 
 
 class MeApi(APIView):
@@ -66,11 +52,8 @@ class TokenListCreateApi(APIView):
     def post(self, request: Request) -> Response:
         data = TokenObtainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            user = login_check(request=request._request, username=data.validated_data["username"],
-                               password=data.validated_data["password"])
-        except LoginRefused as refused:
-            raise LoginRefusedError(refused) from refused
+        user = login_check(request=request._request, username=data.validated_data["username"],
+                           password=data.validated_data["password"])
         token, key = api_token_create(user=user, name=data.validated_data["name"])
         body = ApiTokenCreatedSerializer({**ApiTokenSerializer(token).data, "token": key}).data
         return Response(body, status=status.HTTP_201_CREATED)
