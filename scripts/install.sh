@@ -80,13 +80,18 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 # Reinstall only when pyproject.toml or the checkout (editable install) changed.
 extras=""; ((dev)) && extras="[dev]"
-stamp="$VENV/.installed-$( (cat "$ROOT/pyproject.toml"; echo "$ROOT") | sha1sum | cut -c1-12)${extras}"
-if [[ ! -e "$stamp" ]]; then
+# One stamp holding the last install's key: another checkout installing into the same venv (a CI
+# clone) changes the key, so coming back to this checkout reinstalls it.
+# An install with the dev extras also serves a plain one.
+key="$( (cat "$ROOT/pyproject.toml"; echo "$ROOT") | sha1sum | cut -c1-12)"
+installed="$(cat "$VENV/.installed" 2>/dev/null || true)"
+if [[ "$installed" != "$key$extras" && "$installed" != "$key[dev]" ]]; then
   say "pip: installing gpuportal$extras"
   # Quiet unless it fails: setuptools' build chatter is no news.
   "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT$extras" >"$VENV/pip.log" 2>&1 \
     || { cat "$VENV/pip.log" >&2; exit 1; }
-  touch "$stamp"
+  rm -f "$VENV"/.installed-*
+  echo "$key$extras" >"$VENV/.installed"
 fi
 
 # configurable-http-proxy, exactly as locked in spawners/package-lock.json.
@@ -94,6 +99,13 @@ lock="$ROOT/spawners/node_modules/.installed-$(sha1sum <"$ROOT/spawners/package-
 if [[ ! -e "$lock" ]]; then
   say "npm: installing configurable-http-proxy"
   (cd "$ROOT/spawners" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  touch "$lock"
+fi
+# The charting library the portal serves from its static files, exactly as locked.
+lock="$ROOT/portal/core/charts/node_modules/.installed-$(sha1sum <"$ROOT/portal/core/charts/package-lock.json" | cut -c1-12)"
+if [[ ! -e "$lock" ]]; then
+  say "npm: installing the charting library (vega-lite)"
+  (cd "$ROOT/portal/core/charts" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   touch "$lock"
 fi
 # The R kernel, visible to every user's JupyterLab (/usr/local/share/jupyter/kernels/ir).

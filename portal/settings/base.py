@@ -208,6 +208,14 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / ".static"))
+# The charting library, installed by npm ci (scripts/install.sh) from portal/core/charts/package.json:
+# only its built bundles are served, never node_modules as a whole, and never from a CDN.
+_CHARTS = BASE_DIR / "portal" / "core" / "charts" / "node_modules"
+STATICFILES_DIRS = [
+    (f"vendor/{name}", _CHARTS / name / "build")
+    for name in ("vega", "vega-lite", "vega-embed")
+    if (_CHARTS / name / "build").is_dir()
+]
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False

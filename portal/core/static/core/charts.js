@@ -1,0 +1,36 @@
+// Renders every <figure data-chart="SPEC-ID"> from the Vega-Lite spec in <script id="SPEC-ID">.
+// vega-embed's menu saves the chart as PNG or SVG; the CSV link saves the spec's own rows, so the
+// figure and its numbers always come from the same data.
+(function () {
+  function toCsv(rows) {
+    if (!rows.length) return "";
+    const columns = Object.keys(rows[0]);
+    const cell = (v) => {
+      const s = v === null || v === undefined ? "" : String(v);
+      return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+    };
+    return [columns.join(",")].concat(rows.map((r) => columns.map((c) => cell(r[c])).join(","))).join("\n") + "\n";
+  }
+  function rowsOf(spec) {
+    if (spec.data && Array.isArray(spec.data.values)) return spec.data.values;
+    return (spec.layer || []).flatMap((layer) => rowsOf(layer));
+  }
+  function render(figure) {
+    const spec = JSON.parse(document.getElementById(figure.dataset.chart).textContent);
+    const view = figure.querySelector(".chart-view");
+    vegaEmbed(view, spec, { actions: { export: true, source: false, compiled: false, editor: false } })
+      .then(() => figure.setAttribute("data-rendered", "true"))
+      .catch((err) => { view.textContent = "Chart failed to render: " + err; });
+    const link = figure.querySelector(".chart-csv");
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      const blob = new Blob([toCsv(rowsOf(spec))], { type: "text/csv" });
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(blob);
+      a.download = figure.dataset.csvName;
+      a.click();
+      URL.revokeObjectURL(a.href);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", () => document.querySelectorAll("figure[data-chart]").forEach(render));
+})();
