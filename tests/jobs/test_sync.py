@@ -194,3 +194,24 @@ def test_no_resubmission_when_accounting_cannot_be_asked():
     fake = FakeSlurm(error=SlurmUnreachable("Problem talking to the database"))
     jobs_sync(queue=[], slurm=fake, queried_at=NOW)
     assert fake.submitted == []
+
+
+def test_jobs_ended_is_sent_once_with_the_jobs_this_cycle_finished(django_capture_on_commit_callbacks):
+    from portal.jobs.signals import jobs_ended
+
+    done, still_running = _active(), _active()
+    received = []
+
+    def receiver(sender, job_ids, **kwargs):
+        received.append(sorted(job_ids))
+
+    jobs_ended.connect(receiver)
+    try:
+        fake = FakeSlurm(accounting_rows=[_accounted(done.slurm_job_id, "COMPLETED")])
+        with django_capture_on_commit_callbacks(execute=True):
+            jobs_sync(queue=[_queued(still_running, "RUNNING")], slurm=fake, queried_at=NOW)
+        with django_capture_on_commit_callbacks(execute=True):  # a later cycle finds nothing new
+            jobs_sync(queue=[_queued(still_running, "RUNNING")], slurm=fake, queried_at=NOW)
+    finally:
+        jobs_ended.disconnect(receiver)
+    assert received == [[done.pk]]

@@ -10,12 +10,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.submission import job_claim, job_submit_attempt
+from portal.jobs.signals import jobs_ended
 from slurm.adapter import Slurm
 from slurm.parsing import AccountedJob, QueuedJob
 
@@ -86,7 +87,7 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
         elif job.slurm_submitted_at and job.slurm_submitted_at < queried_at:
             # Gone from the queue (or finishing in it): accounting has the final word.
             unsettled.left.append(job)
-    report.from_queue = _rows_update(live, _LIVE_FIELDS)
+    report.from_queue = len(_rows_update(live, _LIVE_FIELDS))
 
     due = Job.objects.filter(state=JobState.QUEUED_IN_PORTAL, next_attempt_at__lte=timezone.now())
     for job in due.select_related("user"):
@@ -105,7 +106,10 @@ def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob],
     by_id = {row.job_id: row for row in rows}
     final = [job for job in unsettled.left
              if (row := by_id.get(job.slurm_job_id)) is not None and _apply_accounting_row(job, row)]
-    report.from_accounting = _rows_update(final, _FINAL_FIELDS)
+    ended = _rows_update(final, _FINAL_FIELDS)
+    report.from_accounting = len(ended)
+    if ended:
+        transaction.on_commit(lambda: jobs_ended.send(sender=Job, job_ids=ended))
     markers = {}
     for row in rows:
         for text in (row.comment, row.submit_line):
@@ -120,9 +124,9 @@ def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob],
             report.resubmitted += 1
 
 
-def _rows_update(jobs: list[Job], fields: list[str], batch: int = 2000) -> int:
+def _rows_update(jobs: list[Job], fields: list[str], batch: int = 2000) -> list[int]:
     """Write `fields` of many jobs with one UPDATE ... FROM (VALUES ...) per batch, only where the
-    row is still in a Slurm state (a final state is never overwritten). Returns rows written.
+    row is still in a Slurm state (a final state is never overwritten). Returns the ids written.
 
     Django's bulk_update builds a CASE WHEN per field and row: seconds at 10^4 active jobs."""
     columns = [Job._meta.get_field(name) for name in fields]
@@ -130,7 +134,7 @@ def _rows_update(jobs: list[Job], fields: list[str], batch: int = 2000) -> int:
     names = ", ".join(["id", *(c.column for c in columns)])
     row = "(%s::bigint, " + ", ".join(f"%s::{c.db_type(connection)}" for c in columns) + ")"
     guard = ", ".join(["%s"] * len(IN_SLURM_STATES))
-    written = 0
+    written: list[int] = []
     with connection.cursor() as cursor:
         for start in range(0, len(jobs), batch):
             chunk = jobs[start:start + batch]
@@ -139,8 +143,8 @@ def _rows_update(jobs: list[Job], fields: list[str], batch: int = 2000) -> int:
             cursor.execute(
                 f"UPDATE {Job._meta.db_table} AS j SET {assignments}, updated_at = now() "  # noqa: S608
                 f"FROM (VALUES {', '.join([row] * len(chunk))}) AS v({names}) "
-                f"WHERE j.id = v.id AND j.state IN ({guard})", [*values, *IN_SLURM_STATES])
-            written += cursor.rowcount
+                f"WHERE j.id = v.id AND j.state IN ({guard}) RETURNING j.id", [*values, *IN_SLURM_STATES])
+            written += [row[0] for row in cursor.fetchall()]
     return written
 
 
