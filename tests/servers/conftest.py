@@ -4,6 +4,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -19,9 +20,23 @@ from tests.poll_helpers import slurm_poll
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_SH = ROOT / "spawners/hub.sh"
-STATE_DIR = Path("/tmp/gpuportal-test-hub")
-HUB_PORT, PROXY_PORT, PROXY_API_PORT = 18081, 18001, 18002
 CULL_TIMEOUT = 60
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+# Each test run has a hub of its own (ports, state), so runs side by side never stop each other's.
+STATE_PREFIX = "gpuportal-test-hub-"
+STATE_DIR = Path(f"/tmp/{STATE_PREFIX}{os.getpid()}")
+HUB_PORT, PROXY_PORT, PROXY_API_PORT = _free_ports(3)
 
 
 @dataclass
@@ -104,7 +119,7 @@ def hub(live_server):
     }
     hub = Hub(url=f"http://127.0.0.1:{PROXY_PORT}", api_url=f"http://127.0.0.1:{HUB_PORT}/hub/api",
               env=env)
-    hub.command("stop")  # a hub left over by an interrupted run
+    _stop_hubs_of_dead_runs(env)
     shutil.rmtree(STATE_DIR, ignore_errors=True)
     hub.command("start")
     yield hub
@@ -112,6 +127,17 @@ def hub(live_server):
         hub.command("start")
     hub.stop_all_servers()
     hub.command("stop")
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+
+
+def _stop_hubs_of_dead_runs(env: dict[str, str]) -> None:
+    """A hub left over by an interrupted run (its pytest process is gone): stop it, drop its state."""
+    for state in Path("/tmp").glob(f"{STATE_PREFIX}*"):
+        pid = state.name.removeprefix(STATE_PREFIX)
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            subprocess.run([HUB_SH, "stop"], env={**env, "HUB_STATE_DIR": str(state)}, check=False,
+                           capture_output=True, timeout=60)
+            shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture
