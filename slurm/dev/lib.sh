@@ -14,6 +14,21 @@ recorded_state() { [[ -r $SLURM_CONF ]] && sed -n '0,/^# gpuportal-state: /s///p
 STATE=${GPUPORTAL_STATE:-$(recorded_state)}
 STATE=${STATE:-/var/lib/gpuportal}
 HOST=$(hostname -s)
+
+# Compute nodes: SLURM_DEV_NODES slurmd daemons on this host (Slurm's
+# multiple-slurmd mode: one NodeName, Port, spool, pid and log file each), named
+# gpu-node1..N, each with its own 4 fake GPUs. The count is recorded in
+# slurm.conf like the state directory, so later calls agree with the running bed.
+recorded_nodes() { [[ -r $SLURM_CONF ]] && sed -n '0,/^# gpuportal-nodes: /s///p' "$SLURM_CONF" | head -n1 || true; }
+SLURM_DEV_NODES=${SLURM_DEV_NODES:-$(recorded_nodes)}
+SLURM_DEV_NODES=${SLURM_DEV_NODES:-2}
+[[ $SLURM_DEV_NODES =~ ^[1-9][0-9]?$ ]] || { echo "SLURM_DEV_NODES must be 1-99 (got '$SLURM_DEV_NODES')" >&2; exit 1; }
+NODE_PREFIX=gpu-node
+SLURMD_PORT_BASE=6820   # node i listens on 6820+i (6817-6819: slurmctld, slurmdbd)
+NODES=()
+for ((i = 1; i <= SLURM_DEV_NODES; i++)); do NODES+=("$NODE_PREFIX$i"); done
+SLURM_NODELIST="$NODE_PREFIX[1-$SLURM_DEV_NODES]"
+node_port() { echo $((SLURMD_PORT_BASE + ${1#"$NODE_PREFIX"})); }
 LOG=$STATE/log
 RUN=$STATE/run
 
@@ -41,8 +56,10 @@ DEMO_USERS=(
 demo_uids() { local l; for l in "${DEMO_USERS[@]}"; do echo "${l%% *}"; done; }
 
 # Variables substituted in conf/*.in; anything else that looks like $X stays as is.
-export STATE HOST LOG RUN MARIADB_PORT LDAP_PORT REDIS_PORT PG_PORT LDAP_SUFFIX LDAP_ROOTDN SLURMDB_PASS
-TEMPLATE_VARS='${STATE} ${HOST} ${LOG} ${RUN} ${MARIADB_PORT} ${LDAP_PORT} ${REDIS_PORT} ${PG_PORT} ${LDAP_SUFFIX} ${LDAP_ROOTDN} ${LDAP_ROOTPW_HASH} ${SLURMDB_PASS}'
+# SLURM_NODE_LINES and GRES_NODE_LINES (one line per node) are set by services/slurm.sh.
+export STATE HOST LOG RUN MARIADB_PORT LDAP_PORT REDIS_PORT PG_PORT LDAP_SUFFIX LDAP_ROOTDN SLURMDB_PASS \
+  SLURM_DEV_NODES SLURM_NODELIST
+TEMPLATE_VARS='${STATE} ${HOST} ${LOG} ${RUN} ${MARIADB_PORT} ${LDAP_PORT} ${REDIS_PORT} ${PG_PORT} ${LDAP_SUFFIX} ${LDAP_ROOTDN} ${LDAP_ROOTPW_HASH} ${SLURMDB_PASS} ${SLURM_DEV_NODES} ${SLURM_NODELIST} ${SLURM_NODE_LINES} ${GRES_NODE_LINES}'
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "$(date +%T)" "$*" >&2; exit 1; }

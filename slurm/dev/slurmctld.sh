@@ -15,7 +15,7 @@ case ${1:-} in
     require_root
     running "$SLURMDBD_PIDFILE" slurmdbd || die "slurmdbd is not running: use up.sh"
     slurmctld_start
-    wait_for "node $HOST to be usable" 60 node_usable
+    wait_for "nodes $SLURM_NODELIST to be usable" 60 nodes_usable
     ;;
   restart) "$0" stop && "$0" start ;;
   status)

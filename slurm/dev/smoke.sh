@@ -17,14 +17,19 @@ out=$(sinfo) && echo "$out"
 grep -q '^gpu\* .* idle ' <<<"$out" || fail "partition gpu* not idle"
 sinfo -h -o '%P %G' | grep -qx 'debug gpu:a100:4' || fail "debug partition / gres gpu:a100:4 missing"
 
-step "two gpu:2 jobs get disjoint GPUs, a third gpu:1 pends on Resources"
+step "nodes: one step per node, each sees its own hostname"
 cd /home/alice # the job's working directory must be accessible to alice
+out=$(as_alice srun -N "$SLURM_DEV_NODES" --ntasks-per-node=1 hostname | sort | xargs) && echo "$out"
+[[ $out == "${NODES[*]}" ]] || fail "expected ${NODES[*]}"
+
+step "on one node: two gpu:2 jobs get disjoint GPUs, a third gpu:1 pends on Resources"
+node=${NODES[0]}
 wrap='echo $CUDA_VISIBLE_DEVICES; sleep 5'
-j1=$(as_alice sbatch --parsable --gres=gpu:2 -o smoke-%j.out --wrap "$wrap")
-j2=$(as_alice sbatch --parsable --gres=gpu:2 -o smoke-%j.out --wrap "$wrap")
+j1=$(as_alice sbatch --parsable -w "$node" --gres=gpu:2 -o smoke-%j.out --wrap "$wrap")
+j2=$(as_alice sbatch --parsable -w "$node" --gres=gpu:2 -o smoke-%j.out --wrap "$wrap")
 trap 'scancel $j1 $j2 ${j3:-} 2>/dev/null || true; rm -f /home/alice/smoke-*.out' EXIT
 wait_for "jobs $j1 $j2 running" 20 bash -c "[[ \$(squeue -h -j $j1,$j2 -t R -o %i | wc -l) == 2 ]]"
-j3=$(as_alice sbatch --parsable --gres=gpu:1 -o smoke-%j.out --wrap 'echo $CUDA_VISIBLE_DEVICES')
+j3=$(as_alice sbatch --parsable -w "$node" --gres=gpu:1 -o smoke-%j.out --wrap 'echo $CUDA_VISIBLE_DEVICES')
 sleep 1
 squeue -h -a -o '%i|%P|%T|%u|%r|%b|%j|%k'
 [[ $(squeue -h -j "$j3" -o %T:%r) == PENDING:Resources ]] || fail "job $j3 is not PENDING:Resources"

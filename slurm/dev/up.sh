@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bring up the local gpuportal test bed: munge, MariaDB + slurmdbd, slurmctld,
-# slurmd (4 fake A100s), OpenLDAP, Redis and PostgreSQL, all on loopback with
+# one slurmd per node (SLURM_DEV_NODES, default 2; 4 fake A100s each), OpenLDAP, Redis and PostgreSQL, all on loopback with
 # state under ${GPUPORTAL_STATE:-/var/lib/gpuportal}.
 #
 # Idempotent: installs missing Debian packages (only then touches apt), starts
@@ -32,8 +32,8 @@ postgres_up
 
 cat <<SUMMARY
 gpuportal test bed is up ($((SECONDS - start)) s), state in $STATE, logs in $LOG/
-  slurm     cluster gpuportal, node $HOST (4x gres gpu:a100), partitions gpu* debug; conf /etc/slurm
-            slurmctld :6817  slurmd :6818  slurmdbd :6819  -> MariaDB 127.0.0.1:$MARIADB_PORT (slurm_acct_db)
+  slurm     cluster gpuportal, nodes $SLURM_NODELIST (4x gres gpu:a100 each), partitions gpu* debug; conf /etc/slurm
+            slurmctld :6817  slurmdbd :6819  slurmd :$(node_port "${NODES[0]}")..$(node_port "${NODES[-1]}")  -> MariaDB 127.0.0.1:$MARIADB_PORT (slurm_acct_db)
   munge     /run/munge/munge.socket.2
   ldap      $LDAP_URI  base $LDAP_SUFFIX  admin $LDAP_ROOTDN / $LDAP_ROOTPW
             users alice bob ada (portal-users; ada also portal-admins), eve (no group); password <uid>-pw

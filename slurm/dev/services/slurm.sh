@@ -1,29 +1,68 @@
 # shellcheck shell=bash
-# slurmdbd + slurmctld + slurmd for the single-node cluster "gpuportal".
-# Configuration lives in /etc/slurm (global); all state, pid and log files under $STATE.
+# slurmdbd + slurmctld + one slurmd per node (NODES, see lib.sh) for the cluster
+# "gpuportal". Configuration lives in /etc/slurm (global); all state, pid and
+# log files under $STATE.
 
 SLURM_ACCOUNT=portal
 SLURMCTLD_PIDFILE=$RUN/slurmctld.pid
-SLURMD_PIDFILE=$RUN/slurmd.pid
 SLURMDBD_PIDFILE=$RUN/slurmdbd.pid
+# Beds made before the multi-node switch ran one slurmd with this pid file.
+LEGACY_SLURMD_PIDFILE=$RUN/slurmd.pid
+slurmd_pidfile() { echo "$RUN/slurmd-$1.pid"; }
 
-slurm_any_running() {
-  running "$SLURMCTLD_PIDFILE" slurmctld || running "$SLURMD_PIDFILE" slurmd ||
-    running "$SLURMDBD_PIDFILE" slurmdbd
+# Every slurmd pid file there is: the configured nodes', those of nodes a
+# smaller SLURM_DEV_NODES dropped, and the legacy one.
+slurmd_pidfiles() {
+  local f
+  for f in "$RUN"/slurmd-*.pid "$LEGACY_SLURMD_PIDFILE"; do [[ -e $f ]] && echo "$f"; done
+  return 0
 }
 
-# fake_gpus: /dev/nvidiaN look-alikes. Nothing backs them; Slurm only needs
-# character devices to count, allocate and map them to CUDA_VISIBLE_DEVICES.
+slurm_any_running() {
+  local f
+  running "$SLURMCTLD_PIDFILE" slurmctld || running "$SLURMDBD_PIDFILE" slurmdbd && return 0
+  for f in $(slurmd_pidfiles); do running "$f" slurmd && return 0; done
+  return 1
+}
+
+# The node names resolve to loopback through one managed line in /etc/hosts
+# (rewritten in place: /etc/hosts may be a bind mount that cannot be replaced).
+HOSTS_MARK="# gpuportal dev nodes"
+hosts_entries() {
+  local want others
+  want="127.0.0.1 ${NODES[*]} $HOSTS_MARK"
+  grep -qxF "$want" /etc/hosts && return 0
+  others=$(grep -vF "$HOSTS_MARK" /etc/hosts || true)
+  printf '%s\n%s\n' "$others" "$want" >/etc/hosts
+}
+
+# fake_gpus: /dev/nvidiaN look-alikes, 4 per node. Nothing backs them; Slurm only
+# needs character devices to count, allocate and map them to CUDA_VISIBLE_DEVICES.
 fake_gpus() {
-  local n dev
+  local node n dev
   mkdir_owned "$STATE/gpu" root:root 755
-  for n in 0 1 2 3; do
-    dev=$STATE/gpu/nvidia$n
-    if [[ ! -c $dev || $(stat -c '%t:%T' "$dev") != "c3:$n" ]]; then # 195 = 0xc3
-      rm -f "$dev"
-      mknod -m 666 "$dev" c 195 "$n"
-    fi
+  rm -f "$STATE"/gpu/nvidia[0-9]*   # the one-node bed kept them here
+  for node in "${NODES[@]}"; do
+    mkdir_owned "$STATE/gpu/$node" root:root 755
+    for n in 0 1 2 3; do
+      dev=$STATE/gpu/$node/nvidia$n
+      if [[ ! -c $dev || $(stat -c '%t:%T' "$dev") != "c3:$n" ]]; then # 195 = 0xc3
+        rm -f "$dev"
+        mknod -m 666 "$dev" c 195 "$n"
+      fi
+    done
   done
+}
+
+# The per-node lines of slurm.conf and gres.conf (rendered from conf/*.in).
+node_lines() {
+  local node
+  SLURM_NODE_LINES='' GRES_NODE_LINES=''
+  for node in "${NODES[@]}"; do
+    SLURM_NODE_LINES+="NodeName=$node NodeAddr=127.0.0.1 Port=$(node_port "$node") CPUs=64 RealMemory=515000 Gres=gpu:a100:4 State=UNKNOWN"$'\n'
+    GRES_NODE_LINES+="NodeName=$node Name=gpu Type=a100 File=$STATE/gpu/$node/nvidia[0-3]"$'\n'
+  done
+  export SLURM_NODE_LINES=${SLURM_NODE_LINES%$'\n'} GRES_NODE_LINES=${GRES_NODE_LINES%$'\n'}
 }
 
 # /etc/slurm and the loopback ports are global: one bed per machine. Refuse to
@@ -39,8 +78,12 @@ slurm_check_no_other_bed() {
 }
 
 slurm_configure() {
-  mkdir -p /etc/slurm "$STATE/slurm/ctld" "$STATE/slurm/d"
+  local node
+  mkdir -p /etc/slurm "$STATE/slurm/ctld"
+  for node in "${NODES[@]}"; do mkdir -p "$STATE/slurm/d/$node"; done
+  hosts_entries
   fake_gpus
+  node_lines
   RENDER_CHANGED=0
   render "$DEV_DIR/conf/slurm.conf.in" /etc/slurm/slurm.conf 644
   render "$DEV_DIR/conf/gres.conf.in" /etc/slurm/gres.conf 644
@@ -87,27 +130,33 @@ slurmctld_stop() {
   stop_pidfile slurmctld "$SLURMCTLD_PIDFILE" slurmctld 60
 }
 
-# node_usable: every partition line of our node is idle/mix/alloc. A drained or
+# nodes_usable: every node is idle/mix/alloc in every partition. A drained or
 # down node (e.g. after a config change or an unclean stop) is resumed here.
-node_usable() {
-  local states
-  states=$(sinfo -h -n "$HOST" -o %t | sort -u)
-  [[ -n $states ]] || return 1
-  if grep -qvE '^(idle|mix|alloc)$' <<<"$states"; then
-    if grep -qE '^(drain|drng|down)' <<<"$states"; then
-      scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true
-    fi
-    echo "node $HOST state: $states"
-    return 1
-  fi
+nodes_usable() {
+  local lines bad
+  lines=$(sinfo -h -N -n "$SLURM_NODELIST" -o '%N %t' | sort -u)
+  (($(cut -d' ' -f1 <<<"$lines" | sort -u | grep -c .) == SLURM_DEV_NODES)) || { echo "nodes: ${lines:-none}"; return 1; }
+  bad=$(grep -vE ' (idle|mix|alloc)$' <<<"$lines" || true)
+  [[ -z $bad ]] && return 0
+  grep -E ' (drain|drng|down)' <<<"$bad" | while read -r node _; do
+    scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
+  done
+  echo "node states: $bad"
+  return 1
 }
 
+# Each slurmd gets its own UTS namespace with the node's hostname, so jobs and
+# `srun hostname` see the node they run on (the network stays shared: all
+# nodes, the hub and the services are on this host's loopback).
 slurmd_start() {
-  if ! running "$SLURMD_PIDFILE" slurmd; then
-    log "slurm: starting slurmd"
-    slurmd </dev/null >>"$LOG/slurmd.log" 2>&1
-  fi
-  wait_for "node $HOST to be idle (sinfo -h -o %t)" 60 node_usable
+  local node
+  for node in "${NODES[@]}"; do
+    running "$(slurmd_pidfile "$node")" slurmd && continue
+    log "slurm: starting slurmd for $node"
+    unshare --uts sh -c 'hostname "$1" && exec slurmd -N "$1"' sh "$node" \
+      </dev/null >>"$LOG/slurmd-$node.log" 2>&1
+  done
+  wait_for "nodes $SLURM_NODELIST to be idle (sinfo -N -o '%N %t')" 60 nodes_usable
 }
 
 slurm_accounts() {
@@ -167,8 +216,11 @@ kill_stepds() {
 }
 
 slurm_down() {
+  local f
   end_running_jobs
-  stop_pidfile slurmd "$SLURMD_PIDFILE" slurmd
+  for f in $(slurmd_pidfiles); do
+    stop_pidfile slurmd "$f" slurmd
+  done
   kill_stepds
   slurmctld_stop
   stop_pidfile slurmdbd "$SLURMDBD_PIDFILE" slurmdbd
