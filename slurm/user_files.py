@@ -3,7 +3,8 @@
 deploy/libexec/job-files is installed as /usr/local/libexec/gpuportal/job-files; the portal runs it
 through the same exec prefix and runner as sbatch (`sudo -n -u <user> --`, argv lists, never a
 shell, the same timeout and process-group handling), so it can only reach what the user can, and
-the helper itself only ever touches ~/gpuportal/jobs and the job-<uuid>.out|err files in it.
+the helper itself only ever touches ~/gpuportal/jobs and the job-<uuid>.out|err|metrics.json files
+in it.
 """
 
 import uuid
@@ -18,7 +19,8 @@ from slurm.runner import SlurmRunner
 
 # Fixed: deploy/sudoers.d/gpuportal names exactly this path.
 JOB_FILES = Path("/usr/local/libexec/gpuportal/job-files")
-STREAMS = {"stdout": "out", "stderr": "err"}
+# The helper's kinds: the job's output, and the training metrics its exit hook exported.
+STREAMS = {"stdout": "out", "stderr": "err", "metrics": "metrics"}
 
 
 class OutputUnsafe(SlurmRejected):
@@ -32,9 +34,9 @@ class JobOutput:
     data: bytes  # from min(offset, size), at most `limit` bytes
 
 
-def job_output_read(*, user: str, job_uuid: uuid.UUID, stream: Literal["stdout", "stderr"], offset: int,
-                    limit: int, runner: SlurmRunner | None = None) -> JobOutput:
-    """Up to `limit` bytes of the job's stdout or stderr file from `offset`, read as `user`.
+def job_output_read(*, user: str, job_uuid: uuid.UUID, stream: Literal["stdout", "stderr", "metrics"],
+                    offset: int, limit: int, runner: SlurmRunner | None = None) -> JobOutput:
+    """Up to `limit` bytes of the job's stdout, stderr or metrics file from `offset`, read as `user`.
 
     Raises OutputUnsafe for a file that must not be read, SlurmUnreachable when the helper did not
     answer in time, SlurmRejected when it could not run (e.g. sudo refused)."""

@@ -31,6 +31,8 @@ RUNNER = SlurmRunner(bin_dir=JOB_FILES.parent, exec_prefix=(*AS_PORTAL, *PORTAL_
     ["read", new_uuid() + "/", "out", "0", "10"],
     ["read", new_uuid(), "../out", "0", "10"],
     ["read", new_uuid(), "log", "0", "10"],
+    ["read", new_uuid(), "metrics.json", "0", "10"],
+    ["read", new_uuid(), "../metrics", "0", "10"],
     ["read", new_uuid(), "out", "-1", "10"],
     ["read", new_uuid(), "out", "0", "0"],
     ["read", new_uuid(), "out", "0", str(16 * 1024 * 1024 + 1)],
@@ -80,6 +82,19 @@ def test_reads_byte_ranges_of_a_real_output_file(alice_jobs):
     assert job_files_as("alice", "read", job, "err", "1", "2").stdout == b"size 13\n" + "é".encode()
     assert job_files_as("alice", "read", job, "err", "999", "10").stdout == b"size 13\n"
     assert job_files_as("alice", "read", job, "out", "0", "10").stdout == b"absent\n"
+
+
+def test_reads_the_metrics_file_with_the_same_checks(alice_jobs):
+    job, link = new_uuid(), new_uuid()
+    alice_file(alice_jobs, f"job-{job}.metrics.json", b'{"series": []}')
+    assert job_files_as("alice", "read", job, "metrics", "0", "100").stdout == b'size 14\n{"series": []}'
+    assert job_files_as("alice", "read", new_uuid(), "metrics", "0", "10").stdout == b"absent\n"
+    (alice_jobs / f"job-{link}.metrics.json").symlink_to("/etc/shadow")
+    result = job_files_as("alice", "read", link, "metrics", "0", "10")
+    assert result.returncode == 3 and result.stdout == b""
+    output = job_output_read(user="alice", job_uuid=uuid.UUID(job), stream="metrics", offset=0, limit=100,
+                             runner=RUNNER)
+    assert (output.exists, output.data) == (True, b'{"series": []}')
 
 
 def test_a_user_cannot_read_another_users_output_through_it(alice_jobs):
