@@ -13,6 +13,8 @@ mkdir -p "$RUN" "$LOG"
 # account's own, private to it.
 install -d -o root -g root -m 0755 "$PORTAL_HOME"
 install -d -o "$PORTAL_USER" -g "$PORTAL_USER" -m 0750 "$PORTAL_RUN" "$PORTAL_LOG"
+# Container runtimes, the local registry (a stand-in for nvcr.io) and its image; cached.
+"$ROOT/scripts/containers/setup.sh"
 
 # The hub's secrets (its service token for the portal, OAuth client secret, culler token...), made
 # once, mode 0600, owned by the hub's account; the portal gets its own copy of the two it shares.
