@@ -5,7 +5,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from portal.cluster.models import Partition
+from portal.cluster.models import Node, Partition
+from tests.cluster.shape import gpu_nodes
 from tests.poll_helpers import slurm_poll
 
 pytestmark = pytest.mark.django_db
@@ -22,13 +23,16 @@ def test_poll_stores_the_real_cluster(polled):
     gpu = Partition.objects.get(name="gpu")
     assert gpu.is_default and gpu.max_time is None
     assert Partition.objects.get(name="debug").max_time.total_seconds() == 3600
-    assert sum(g.total for g in gpu.gpus.all()) == 4
+    nodes = gpu_nodes()
+    assert sum(g.total for g in gpu.gpus.all()) == sum(nodes.values())
+    assert set(Node.objects.filter(partitions__contains=["gpu"]).values_list("name", flat=True)) == set(nodes)
+    assert gpu.node_count == len(nodes)
 
 
 def test_api_and_page_agree_on_gpu_counts(polled, token_client, client, user):
     body = token_client.get("/api/v1/cluster/").json()
     partitions = {p["name"]: p for p in body["partitions"]}
-    assert partitions["gpu"]["gpus_total"] == 4
+    assert partitions["gpu"]["gpus_total"] == sum(gpu_nodes().values())
     assert partitions["gpu"]["gpu_types"][0]["type"] == "a100"
     assert partitions["debug"]["max_time_minutes"] == 60
     assert body["refreshed_at"] and body["stale"] is False and body["error"] == ""
@@ -38,6 +42,9 @@ def test_api_and_page_agree_on_gpu_counts(polled, token_client, client, user):
     card = page[page.index('data-partition="gpu"'):]
     free = int(re.search(r'data-gpus-free="(\d+)"', card).group(1))
     assert free == partitions["gpu"]["gpus_free"]
+    nodes = gpu_nodes()
+    assert f"of {sum(nodes.values())} A100 GPUs" in card
+    assert all(f"<tr><td>{name}</td>" in page for name in nodes)
 
 
 def test_api_needs_authentication(api_client, polled):
