@@ -103,6 +103,7 @@ c.PortalSlurmSpawner.exec_prefix = env("HUB_EXEC_PREFIX", "/usr/bin/sudo -E -n -
 c.PortalSlurmSpawner.state_exechost_exp = env("HUB_EXEC_HOST", "127.0.0.1")
 c.PortalSlurmSpawner.templates_dir = env("HUB_TEMPLATES_DIR", "/var/lib/gpuportal/notebook-templates")
 c.PortalSlurmSpawner.data_dir = env("GPUPORTAL_DATA_DIR", "/data")
+c.PortalSlurmSpawner.portal_url = env("HUB_PORTAL_URL_FOR_SERVERS", portal_url)
 # Software environments the portal offers must live here (the portal's ENVIRONMENTS_DIR).
 c.PortalSlurmSpawner.environments_dir = env("ENVIRONMENTS_DIR", "/opt/gpuportal/envs")
 # Per partition: max_gpus, max_hours, max_nodes, cpus_per_gpu, mem_gb_per_gpu (JSON to override).

@@ -266,6 +266,9 @@ class PortalSlurmSpawner(SlurmSpawner):
         "", help="Notebook templates copied into ~/templates on every start (no existing file is "
                  "overwritten). Empty: none.").tag(config=True)
     data_dir = Unicode("", help="Shared data linked as ~/data. Empty: none.").tag(config=True)
+    portal_url = Unicode(
+        "", help="The portal's URL as seen from compute nodes, exported as GPUPORTAL_URL for the "
+                 "notebooks and the CLI. Empty: not exported.").tag(config=True)
     environments_dir = Unicode(
         "/opt/gpuportal/envs", help="The only folder software environments may live under (the "
                                     "portal's ENVIRONMENTS_DIR).").tag(config=True)
@@ -320,6 +323,8 @@ set -euo pipefail
     def _prologue_default(self) -> str:
         # `%tensorboard` in a notebook shows TensorBoard through this server's jupyter-server-proxy.
         lines = ['export TENSORBOARD_PROXY_URL="${JUPYTERHUB_SERVICE_PREFIX:-/}proxy/%PORT%/"']
+        if self.portal_url:
+            lines.append(f"export GPUPORTAL_URL={shlex.quote(self.portal_url)}")
         if self.templates_dir:
             source = shlex.quote(f"{self.templates_dir.rstrip('/')}/.")
             lines += ['mkdir -p "$HOME/templates"', f'cp -rn {source} "$HOME/templates/" || true']
