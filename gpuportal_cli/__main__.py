@@ -1,0 +1,3 @@
+from gpuportal_cli.main import app
+
+app(prog_name="gpuportal")

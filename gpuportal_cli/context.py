@@ -1,0 +1,89 @@
+"""What every command shares: the resolved settings, the API client, the --json switch."""
+
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from gpuportal_cli import config
+from gpuportal_cli.client import ApiError, Client, Exit
+from gpuportal_cli.output import err
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class State:
+    url_option: str | None = None
+    json: bool = False
+
+    def settings(self) -> config.Config:
+        try:
+            stored, exposed = config.load()
+            resolved = config.resolve(stored, url=self.url_option)
+        except config.ConfigError as error:
+            raise ApiError(str(error), exit_code=Exit.USAGE, code="config") from None
+        if exposed and resolved.token == stored.token and stored.token:
+            err.print(f"[yellow]Warning: {config.config_path()} is readable by others: chmod 600 it.")
+        return resolved
+
+    def client(self, *, authenticated: bool = True) -> Client:
+        settings = self.settings()
+        if not settings.url:
+            raise ApiError(f"No portal URL: run `gpuportal login --url URL` or set {config.URL_ENV}.",
+                           exit_code=Exit.USAGE, code="no_url")
+        if authenticated and not settings.token:
+            raise ApiError(f"Not logged in to {settings.url}: run `gpuportal login`.",
+                           exit_code=Exit.AUTH, code="not_logged_in")
+        return Client(settings.url, settings.token)
+
+
+pass_state = click.make_pass_decorator(State, ensure=True)
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(State).json = True
+
+
+def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.ensure_object(State).url_option = value
+
+
+def common_options(command: F) -> F:
+    """--json and --url on each command too (they are also accepted before it: `gpuportal --json jobs`)."""
+    command = click.option("--url", expose_value=False, callback=_set_url, metavar="URL",
+                           help="The portal (default: the one you logged in to).")(command)
+    return click.option("--json", "as_json", is_flag=True, expose_value=False, callback=_set_json,
+                        help="Print the API's objects as JSON only (for scripts).")(command)
+
+
+def wait_until(fetch: Callable[[], dict[str, Any]], done: Callable[[dict[str, Any]], bool],
+               describe: Callable[[dict[str, Any]], str], *, interval: float, quiet: bool,
+               what: str) -> dict[str, Any]:
+    """Poll `fetch` until `done`. Progress goes to stderr (none with --json): a live status line on
+    a terminal, one line per change otherwise (CI logs). Ctrl-C stops waiting only: the job or
+    session goes on."""
+    started = time.monotonic()
+    live = err.is_terminal and not quiet
+    last = ""
+    try:
+        with err.status("", spinner="dots") if live else nullcontext() as status:
+            while True:
+                current = fetch()
+                if done(current):
+                    return current
+                line = describe(current)
+                if status is not None:
+                    status.update(f"{line}  [dim]{int(time.monotonic() - started)} s")
+                elif not quiet and line != last:
+                    err.print(line)
+                last = line
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        err.print(f"Stopped waiting; {what} goes on.")
+        raise click.exceptions.Exit(Exit.INTERRUPTED) from None

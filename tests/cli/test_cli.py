@@ -1,0 +1,206 @@
+"""The CLI against the live portal without Slurm or LDAP: settings, errors and exit codes, --json,
+idempotent retries, sessions through a fake hub."""
+
+import json
+import stat
+
+import pytest
+import requests
+from click.testing import CliRunner
+
+from gpuportal_cli import config
+from gpuportal_cli.client import Exit
+from gpuportal_cli.main import app
+from portal.jobs.models import Job
+from portal.servers.hub import HubServer, JupyterHub
+from tests.cli.conftest import Cli
+from tests.factories import JobFactory
+from tests.servers.factories import DebugPartitionFactory, PartitionFactory
+from tests.servers.test_api import FakeHub
+
+
+@pytest.fixture
+def fake_hub(monkeypatch, transactional_db):
+    """The servers' hub adapter in memory; the live server is a thread of this process, so it sees it."""
+    PartitionFactory()
+    DebugPartitionFactory()
+    fake = FakeHub()
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    return fake
+
+
+@pytest.fixture
+def no_sbatch(monkeypatch):
+    """Jobs are stored and answered, never given to Slurm (Celery is eager in tests)."""
+    monkeypatch.setattr("portal.jobs.tasks.job_submit_first.delay", lambda job_id: None)
+
+
+def test_help_documents_exit_codes_and_completion(tmp_path):
+    cli = Cli(tmp_path, "")
+    help_text = cli("--help").stdout
+    assert "Exit codes:" in help_text and "3  authentication" in help_text
+    assert "_GPUPORTAL_COMPLETE=bash_source gpuportal" in help_text
+    completion = cli(_GPUPORTAL_COMPLETE="bash_source")
+    assert completion.returncode == 0 and "complete -o nosort -F _gpuportal_completion gpuportal" in completion.stdout
+
+
+def test_shell_completion_lists_commands(tmp_path):
+    done = Cli(tmp_path, "")(_GPUPORTAL_COMPLETE="bash_complete", COMP_WORDS="gpuportal su", COMP_CWORD="1")
+    assert "plain,submit" in done.stdout.splitlines()
+
+
+def test_no_portal_url_is_a_usage_error(tmp_path):
+    done = Cli(tmp_path, "")("jobs")
+    assert done.returncode == Exit.USAGE and "gpuportal login --url" in done.stderr
+
+
+def test_not_logged_in_says_to_log_in(cli):
+    done = cli("--url", cli.url, "jobs")
+    assert done.returncode == Exit.AUTH and "gpuportal login" in done.stderr
+
+
+def test_bad_token_is_an_auth_error(cli, transactional_db):
+    done = cli("jobs", GPUPORTAL_URL=cli.url, GPUPORTAL_TOKEN="not-a-token")
+    assert done.returncode == Exit.AUTH == 3
+    assert "Invalid or revoked token" in done.stderr and "gpuportal login" in done.stderr
+    as_json = cli("jobs", "--json", GPUPORTAL_URL=cli.url, GPUPORTAL_TOKEN="not-a-token")
+    assert as_json.returncode == 3 and as_json.stdout == ""
+    assert as_json.error()["status"] == 401 and as_json.error()["exit_code"] == 3
+
+
+def test_unreachable_portal_is_a_network_error(tmp_path):
+    done = Cli(tmp_path, "")("--url", "http://127.0.0.1:9", "jobs", GPUPORTAL_TOKEN="x")
+    assert done.returncode == Exit.UNAVAILABLE == 6
+    assert "Cannot reach the portal at http://127.0.0.1:9" in done.stderr
+
+
+def test_an_address_that_is_not_a_portal_is_said_so(token_cli):
+    done = token_cli("jobs", "--url", f"{token_cli.url}/static")
+    assert done.returncode == Exit.NOT_FOUND and "not a gpuportal API answer" in done.stderr
+
+
+def test_validation_error_names_the_field(token_cli, no_sbatch):
+    done = token_cli("submit", "custom", "--param", "gpus=99", "-p", "commands=#SBATCH --mem=1T")
+    assert done.returncode == Exit.INVALID == 4
+    assert "parameters.gpus: Must be at most 8." in done.stderr
+    assert "parameters.commands: #SBATCH lines are not allowed" in done.stderr
+    as_json = token_cli("--json", "submit", "nope")
+    assert as_json.returncode == 4 and as_json.error()["fields"] == {"template": ["Unknown template 'nope'."]}
+    assert not Job.objects.exists()
+
+
+def test_not_found_and_conflict_exit_codes(token_cli, alice):
+    assert token_cli("job", "999999").returncode == Exit.NOT_FOUND
+    ended = JobFactory(user=alice, state="COMPLETED")
+    done = token_cli("cancel", str(ended.pk))
+    assert done.returncode == Exit.CONFLICT and "already completed" in done.stderr
+
+
+def test_every_read_command_prints_json(token_cli, alice, fake_hub):
+    job = JobFactory(user=alice, name="history")
+    outputs = {args: token_cli("--json", *args) for args in [
+        ("whoami",), ("templates",), ("templates", "custom"), ("jobs",), ("jobs", "--state", "completed"),
+        ("job", str(job.pk)), ("logs", str(job.pk)), ("environments",), ("sessions",)]}
+    for args, done in outputs.items():
+        assert done.returncode == 0, (args, done.stderr)
+        json.loads(done.stdout)
+    assert outputs[("whoami",)].json()["username"] == "alice"
+    assert [j["name"] for j in outputs[("jobs",)].json()] == ["history"]
+    assert outputs[("job", str(job.pk))].json()["script"] == job.script
+    assert outputs[("logs", str(job.pk))].json()["exists"] is False
+    assert "custom" in {t["slug"] for t in outputs[("templates",)].json()["templates"]}
+    # Per-command --json works too, and tables go to stdout without it.
+    assert token_cli("jobs", "--json").json()[0]["id"] == job.pk
+    assert "history" in token_cli("jobs").stdout
+
+
+def test_jobs_filters_reach_the_api(token_cli, alice):
+    JobFactory(user=alice, name="ok", state="COMPLETED")
+    JobFactory(user=alice, name="bad", state="FAILED", template="pytorch-train")
+    assert [j["name"] for j in token_cli("jobs", "--json", "--state", "FAILED").json()] == ["bad"]
+    assert [j["name"] for j in token_cli("jobs", "--json", "--template", "custom").json()] == ["ok"]
+    assert len(token_cli("jobs", "--json", "--limit", "1").json()) == 1
+
+
+def test_submit_coerces_parameters_to_the_templates_types(token_cli, no_sbatch, tmp_path, partitions):
+    script = tmp_path / "run.sh"
+    script.write_text("echo from a file\n")
+    done = token_cli("--json", "submit", "custom", "-p", f"commands=@{script}", "--gpus", "0",
+                     "--time", "5", "-p", "nodes=1", "--name", "typed")
+    assert done.returncode == 0, done.stderr
+    job = done.json()
+    assert job["name"] == "typed" and job["state"] == "QUEUED_IN_PORTAL"
+    assert Job.objects.get().parameters | {"commands": "echo from a file\n", "gpus": 0, "time_limit": 5,
+                                           "nodes": 1} == Job.objects.get().parameters
+
+
+def test_a_submit_whose_answer_was_lost_is_retried_and_creates_one_job(
+        token_cli, no_sbatch, partitions, monkeypatch):
+    """The first POST reaches the portal but its answer is lost: the retry carries the same
+    Idempotency-Key and gets the same job back."""
+    real_request = requests.Session.request
+    keys = []
+
+    def lossy(self, method, url, **kwargs):
+        response = real_request(self, method, url, **kwargs)
+        if method == "POST":
+            keys.append(kwargs["headers"]["Idempotency-Key"])
+            if len(keys) == 1:
+                raise requests.ConnectionError("connection reset")
+        return response
+
+    monkeypatch.setattr(requests.Session, "request", lossy)
+    result = CliRunner().invoke(app, ["--json", "submit", "custom", "-p", "commands=true", "--gpus", "0"],
+                                env=token_cli.env)
+    assert result.exit_code == 0, result.output
+    assert len(keys) == 2 and keys[0] == keys[1]
+    assert Job.objects.count() == 1 and json.loads(result.stdout)["id"] == Job.objects.get().pk
+
+
+def test_sessions_start_open_stop(token_cli, fake_hub):
+    started = token_cli("--json", "session", "start", "--name", "cli-one", "--gpus", "1", "--hours", "1")
+    assert started.returncode == 0, started.stderr
+    assert started.json()["name"] == "cli-one" and fake_hub.started[0]["gpus"] == 1
+    assert [s["name"] for s in token_cli("--json", "sessions").json()] == ["cli-one"]
+    not_ready = token_cli("open", "cli-one")
+    assert not_ready.returncode == Exit.CONFLICT and "not ready" in not_ready.stderr
+
+    fake_hub.running["cli-one"] = HubServer(name="cli-one", ready=True, pending=None,
+                                            url="/user/alice/cli-one/", last_activity=None,
+                                            user_options=fake_hub.started[0], job_id="4242")
+    opened = token_cli("open")
+    assert opened.returncode == 0 and opened.stdout.strip().endswith("/user/alice/cli-one/lab")
+    assert token_cli("--json", "open", "cli-one").json()["state"] == "ready"
+    assert token_cli("--json", "session", "show", "cli-one").json()["job_id"] == "4242"
+
+    stopped = token_cli("--json", "session", "stop", "cli-one")
+    assert stopped.returncode == 0 and stopped.json() == {"name": "cli-one", "stopped": True}
+    assert "cli-one" not in fake_hub.running
+    assert token_cli("session", "stop", "nope").returncode == Exit.NOT_FOUND
+
+
+def test_session_options_are_validated_by_the_portal(token_cli, fake_hub):
+    done = token_cli("session", "start", "--name", "Bad_Name")
+    assert done.returncode == Exit.INVALID and "name:" in done.stderr
+    assert token_cli("session", "start", "--hours", "0").returncode == Exit.USAGE  # refused locally
+
+
+def test_config_is_private_and_the_token_stays_with_its_portal(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv(config.URL_ENV, raising=False)
+    monkeypatch.delenv(config.TOKEN_ENV, raising=False)
+    path = config.config_path()
+    path.parent.mkdir()
+    path.write_text("")
+    path.chmod(0o644)
+    config.save(config.Config(url="https://portal.example", token='se"cret', token_id=3, username="alice"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    stored, exposed = config.load()
+    assert (stored.token, stored.token_id, exposed) == ('se"cret', 3, False)
+    assert config.resolve(stored, url=None).token == 'se"cret'
+    assert config.resolve(stored, url="https://portal.example/").token == 'se"cret'
+    assert config.resolve(stored, url="https://elsewhere.example").token == ""
+    monkeypatch.setenv(config.TOKEN_ENV, "from-env")
+    assert config.resolve(stored, url="https://elsewhere.example").token == "from-env"
+    with pytest.raises(config.ConfigError):
+        config.resolve(stored, url="portal.example")
