@@ -3,6 +3,7 @@
 from django.urls import path
 
 from portal.accounts import api as accounts_api
+from portal.benchmarks.api_urls import urlpatterns as benchmarks_urlpatterns
 from portal.cluster import api as cluster_api
 from portal.environments import api as environments_api
 from portal.jobs import api as jobs_api
@@ -21,4 +22,5 @@ urlpatterns = [
     path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
+    *benchmarks_urlpatterns,
 ]

@@ -212,6 +212,8 @@ class JobTemplate:
     nodes: str | int = 1
     gpus_per_node: str | int = 0
     smoke_parameter: str | None = None
+    # The parser (portal.benchmarks.parsers) for a benchmark template's stdout, e.g. "fio"; None: not one.
+    benchmark: str | None = None
     directory: Path = field(default=Path(), compare=False)
 
     def parameter(self, name: str) -> Parameter | None:
@@ -325,7 +327,7 @@ def template_load(directory: Path) -> JobTemplate:
         slug=slug, name=spec["name"].strip(), description=spec["description"].strip(),
         parameters=parameters, nodes=resources.get("nodes", 1),
         gpus_per_node=resources.get("gpus_per_node", 0), smoke_parameter=spec.get("smoke_parameter"),
-        directory=directory,
+        benchmark=spec.get("benchmark"), directory=directory,
     )
     for which in ("nodes", "gpus_per_node"):
         source = getattr(template, which)
@@ -336,6 +338,9 @@ def template_load(directory: Path) -> JobTemplate:
                                     "which is not an integer parameter")
         elif not isinstance(source, int) or source < 0:
             raise TemplateError(f"{where}: resources.{which} must be a parameter name or a count")
+    if template.benchmark is not None and not (isinstance(template.benchmark, str)
+                                               and SLUG.fullmatch(template.benchmark.replace("_", "-"))):
+        raise TemplateError(f"{where}/template.toml: `benchmark` must name a result parser, e.g. \"fio\"")
     if template.smoke_parameter and getattr(template.parameter(template.smoke_parameter), "type",
                                             None) != "boolean":
         raise TemplateError(f"{where}: smoke_parameter must name a boolean parameter")

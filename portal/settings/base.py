@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "portal.servers",
     "portal.jobs",
     "portal.poll",
+    "portal.benchmarks",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,414 @@
+"""Vega-Lite specs (dicts with their data inline) for the benchmark pages: built here from bounded
+queries, rendered by core/chart.html (PNG/SVG from vega-embed's menu, CSV from the same rows).
+
+Every chart has one `data.values` table with the same columns in each row (so its CSV is whole);
+layers pick their rows with a filter on `kind`. A reference series is one more layer, labelled with
+its source: a site reference as its band, a published figure with its document and section.
+"""
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from portal.benchmarks.models import BenchmarkResult, PublishedResult, Reference
+from portal.benchmarks.selectors import ResultFilters, result_list
+
+SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
+# Charts read at most this many of the newest matching results: one bounded query whatever the history.
+CHART_ROWS = 2000
+_PRECISION_WORDS = {"fp16": ("fp16", "mixed", "amp"), "amp": ("fp16", "mixed", "amp"), "fp32": ("fp32",)}
+
+
+def _base(
+    title: str, rows: list[dict[str, Any]], layers: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    return {
+        "$schema": SCHEMA,
+        "title": title,
+        "width": "container",
+        "height": 320,
+        "data": {"values": rows},
+        "layer": layers,
+        "config": {"legend": {"orient": "bottom", "labelLimit": 700, "columns": 1}},
+        **extra,
+    }
+
+
+def _series_rows(filters: ResultFilters, *, user: Any, fields: Iterable[str]) -> list[dict[str, Any]]:
+    return list(
+        result_list(user=user, filters=filters)
+        .filter(parsed=True, value__isnull=False)
+        .values(*fields)[:CHART_ROWS]
+    )
+
+
+def _published_matching(
+    *, model: str, metric: str, precision: str | None, benchmark: str
+) -> list[PublishedResult]:
+    rows = PublishedResult.objects.defer("entry").filter(metric=metric, benchmark=benchmark)
+    if model:
+        rows = rows.filter(model__icontains=_model_word(model))
+    words = _PRECISION_WORDS.get((precision or "").lower())
+    found = list(rows[:500])
+    if words:
+        found = [r for r in found if any(w in r.precision.lower() for w in words)]
+    return found
+
+
+def _model_word(model: str) -> str:
+    """'resnet50' (tf_cnn_benchmarks' name) matches the papers' 'ResNet-50 V1.5'."""
+    lowered = model.lower().replace("_", "").replace("-", "")
+    return "ResNet-50" if lowered.startswith("resnet50") else model
+
+
+def published_label(row: PublishedResult) -> str:
+    return f"Published: {row.source}; {row.section} ({row.gpu}, {row.precision or 'precision not stated'})"
+
+
+def scaling_chart(
+    *, user: Any, filters: ResultFilters, overlay_published: bool = True, references: Iterable[Reference] = ()
+) -> dict[str, Any]:
+    """Throughput against GPU count: the median per count, the ideal line from the smallest count,
+    and the scaling efficiency (throughput / ideal) at each point."""
+    results = _series_rows(filters, user=user, fields=("gpus", "value", "unit", "model", "precision"))
+    by_gpus: dict[int, list[float]] = defaultdict(list)
+    for row in results:
+        if row["gpus"]:
+            by_gpus[row["gpus"]].append(row["value"])
+    label = f"This site: {filters.model or 'any model'}, {filters.precision or 'any precision'}" + (
+        f", {filters.gpu_type}" if filters.gpu_type else ""
+    )
+    rows: list[dict[str, Any]] = []
+    if by_gpus:
+        smallest = min(by_gpus)
+        per_gpu = statistics.median(by_gpus[smallest]) / smallest
+        for gpus in sorted(by_gpus):
+            measured = statistics.median(by_gpus[gpus])
+            ideal = per_gpu * gpus
+            rows.append(_scaling_row("measured", label, gpus, measured, ideal, len(by_gpus[gpus])))
+            rows.append(_scaling_row("ideal", f"Ideal (linear from {smallest} GPU)", gpus, ideal, ideal, 0))
+    if overlay_published:
+        for published in _published_matching(
+            model=filters.model or "resnet50",
+            metric="images_per_sec",
+            precision=filters.precision,
+            benchmark="training",
+        ):
+            if published.gpus:
+                rows.append(
+                    _scaling_row(
+                        "published",
+                        published_label(published),
+                        published.gpus,
+                        published.value,
+                        None,
+                        1,
+                        source=published.citation,
+                    )
+                )
+    for reference in references:
+        if reference.gpus:
+            rows.append(
+                _scaling_row(
+                    "reference",
+                    f"Reference #{reference.pk}: {reference}",
+                    reference.gpus,
+                    reference.value,
+                    None,
+                    0,
+                    source="site reference",
+                )
+            )
+    x = {"field": "gpus", "type": "quantitative", "title": "GPUs", "axis": {"tickMinStep": 1}}
+    y = {"field": "images_per_sec", "type": "quantitative", "title": "images/sec"}
+    color = {"field": "series", "type": "nominal", "title": None}
+    tooltip = [{"field": f} for f in ("series", "gpus", "images_per_sec", "efficiency_pct", "runs", "source")]
+    layers = [
+        {
+            "transform": [{"filter": "datum.kind == 'ideal'"}],
+            "mark": {"type": "line", "strokeDash": [6, 4], "color": "#888"},
+            "encoding": {"x": x, "y": y, "color": color},
+        },
+        {
+            "transform": [{"filter": "datum.kind == 'measured'"}],
+            "mark": {"type": "line", "point": True},
+            "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip},
+        },
+        {
+            "transform": [{"filter": "datum.kind == 'measured'"}],
+            "mark": {"type": "text", "dy": -12, "fontSize": 11},
+            "encoding": {"x": x, "y": y, "text": {"field": "efficiency_label"}},
+        },
+        {
+            "transform": [{"filter": "datum.kind == 'published' || datum.kind == 'reference'"}],
+            "mark": {"type": "point", "shape": "diamond", "filled": True, "size": 70},
+            "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip},
+        },
+    ]
+    return _base(
+        "Throughput vs GPUs (dashed: ideal linear scaling; labels: scaling efficiency)", rows, layers
+    )
+
+
+def _scaling_row(
+    kind: str, series: str, gpus: int, value: float, ideal: float | None, runs: int, source: str = ""
+) -> dict[str, Any]:
+    efficiency = round(100 * value / ideal, 1) if ideal else None
+    return {
+        "kind": kind,
+        "series": series,
+        "gpus": gpus,
+        "images_per_sec": round(value, 2),
+        "ideal_images_per_sec": round(ideal, 2) if ideal else None,
+        "efficiency_pct": efficiency,
+        "efficiency_label": f"{efficiency:g} %" if efficiency is not None and kind == "measured" else "",
+        "runs": runs,
+        "source": source,
+    }
+
+
+def precision_chart(*, user: Any, filters: ResultFilters) -> dict[str, Any]:
+    """Median throughput per precision and GPU count, with the speedup over FP32 at each count."""
+    base = ResultFilters(**{**filters.__dict__, "precision": None})
+    results = _series_rows(base, user=user, fields=("gpus", "precision", "value"))
+    groups: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for row in results:
+        groups[(row["gpus"] or 0, row["precision"] or "unknown")].append(row["value"])
+    medians = {key: statistics.median(values) for key, values in groups.items()}
+    rows = []
+    for (gpus, precision), value in sorted(medians.items()):
+        fp32 = medians.get((gpus, "fp32"))
+        speedup = round(value / fp32, 2) if fp32 else None
+        rows.append(
+            {
+                "kind": "measured",
+                "gpus": gpus,
+                "precision": precision,
+                "images_per_sec": round(value, 2),
+                "speedup_vs_fp32": speedup,
+                "speedup_label": f"x{speedup:g}" if speedup else "",
+                "runs": len(groups[(gpus, precision)]),
+                "source": "this site",
+            }
+        )
+    x = {"field": "gpus", "type": "ordinal", "title": "GPUs"}
+    y = {"field": "images_per_sec", "type": "quantitative", "title": "images/sec"}
+    layers = [
+        {
+            "mark": "bar",
+            "encoding": {
+                "x": x,
+                "y": y,
+                "xOffset": {"field": "precision"},
+                "color": {"field": "precision", "type": "nominal"},
+                "tooltip": [
+                    {"field": f} for f in ("gpus", "precision", "images_per_sec", "speedup_vs_fp32", "runs")
+                ],
+            },
+        },
+        {
+            "mark": {"type": "text", "dy": -6},
+            "encoding": {
+                "x": x,
+                "y": y,
+                "xOffset": {"field": "precision"},
+                "text": {"field": "speedup_label"},
+            },
+        },
+    ]
+    return _base(
+        f"AMP/FP16 vs FP32: {filters.model or 'any model'} (labels: speedup over FP32)", rows, layers
+    )
+
+
+def storage_chart(*, user: Any, filters: ResultFilters, measure: str = "bw_mib_s") -> dict[str, Any]:
+    """fio bandwidth (or IOPS) by block size and pattern: the median over the matching runs."""
+    base = ResultFilters(**{**filters.__dict__, "tool": "fio"})
+    results = (
+        result_list(user=user, filters=base)
+        .filter(parsed=True, value__isnull=False)
+        .values("case", "value", "data")[: CHART_ROWS // 4]
+    )
+    groups: dict[tuple[str, str], list[tuple[float, float | None]]] = defaultdict(list)
+    for row in results:
+        words = row["case"].split()
+        pattern, block = [*words, "", ""][:2]
+        iops = _fio_iops(row["data"], pattern, block)
+        groups[(pattern, block)].append((row["value"], iops))
+    rows = []
+    for (pattern, block), values in sorted(groups.items()):
+        iops = [i for _, i in values if i is not None]
+        rows.append(
+            {
+                "kind": "measured",
+                "pattern": pattern,
+                "block_size": block,
+                "bw_mib_s": round(statistics.median(v for v, _ in values), 2),
+                "iops": round(statistics.median(iops), 1) if iops else None,
+                "runs": len(values),
+            }
+        )
+    title = "MiB/s" if measure == "bw_mib_s" else "IOPS"
+    layers = [
+        {
+            "mark": "bar",
+            "encoding": {
+                "x": {"field": "block_size", "type": "nominal", "title": "block size"},
+                "xOffset": {"field": "pattern"},
+                "color": {"field": "pattern", "type": "nominal"},
+                "y": {"field": measure, "type": "quantitative", "title": title},
+                "tooltip": [{"field": f} for f in ("pattern", "block_size", "bw_mib_s", "iops", "runs")],
+            },
+        }
+    ]
+    return _base(f"Storage (fio): {title} by block size and pattern", rows, layers)
+
+
+def _fio_iops(data: dict[str, Any], pattern: str, block: str) -> float | None:
+    for job in (data or {}).get("jobs") or []:
+        if job.get("rw") == pattern and str(job.get("bs")) == block:
+            side = job.get("read") if "read" in pattern else job.get("write")
+            return (side or {}).get("iops")
+    return None
+
+
+def nccl_chart(*, results: Iterable[BenchmarkResult]) -> dict[str, Any]:
+    """Bus bandwidth against message size, one line per chosen nccl-tests run (out-of-place)."""
+    rows = []
+    for result in results:
+        for row in (result.data or {}).get("rows") or []:
+            if row.get("size_bytes") and row.get("oop_busbw_gbps") is not None:
+                rows.append(
+                    {
+                        "kind": "measured",
+                        "series": f"#{result.pk} {result.case} {result.gpus or '?'} GPUs",
+                        "size_bytes": row["size_bytes"],
+                        "busbw_gbps": row["oop_busbw_gbps"],
+                        "algbw_gbps": row.get("oop_algbw_gbps"),
+                    }
+                )
+    layers = [
+        {
+            "mark": {"type": "line", "point": True},
+            "encoding": {
+                "x": {
+                    "field": "size_bytes",
+                    "type": "quantitative",
+                    "scale": {"type": "log", "base": 2},
+                    "title": "message size (bytes)",
+                },
+                "y": {"field": "busbw_gbps", "type": "quantitative", "title": "bus bandwidth (GB/s)"},
+                "color": {"field": "series", "type": "nominal", "title": None},
+                "tooltip": [{"field": f} for f in ("series", "size_bytes", "busbw_gbps", "algbw_gbps")],
+            },
+        }
+    ]
+    return _base("NCCL bus bandwidth vs message size", rows, layers)
+
+
+def p2p_chart(*, result: BenchmarkResult, matrix: str = "p2p_enabled_bidirectional_gbps") -> dict[str, Any]:
+    rows = []
+    for i, line in enumerate((result.data or {}).get(matrix) or []):
+        for j, value in enumerate(line or []):
+            rows.append({"kind": "measured", "from_gpu": i, "to_gpu": j, "gbps": value})
+    layers = [
+        {
+            "mark": "rect",
+            "encoding": {
+                "x": {"field": "to_gpu", "type": "ordinal", "title": "to GPU"},
+                "y": {"field": "from_gpu", "type": "ordinal", "title": "from GPU"},
+                "color": {"field": "gbps", "type": "quantitative", "title": "GB/s"},
+                "tooltip": [{"field": f} for f in ("from_gpu", "to_gpu", "gbps")],
+            },
+        },
+        {
+            "mark": {"type": "text", "fontSize": 10},
+            "encoding": {
+                "x": {"field": "to_gpu", "type": "ordinal"},
+                "y": {"field": "from_gpu", "type": "ordinal"},
+                "text": {"field": "gbps", "format": ".1f"},
+            },
+        },
+    ]
+    return {
+        **_base(f"GPU peer-to-peer bandwidth (GB/s), result #{result.pk}", rows, layers),
+        "width": 360,
+        "height": 360,
+    }
+
+
+def history_chart(
+    *, user: Any, filters: ResultFilters, references: Iterable[Reference] = ()
+) -> dict[str, Any]:
+    """A figure over time for one series, each run a point (flagged ones in red), with the
+    reference value and its band as an overlay labelled with the reference."""
+    results = _series_rows(
+        filters, user=user, fields=("id", "run_at", "value", "unit", "flagged", "gpus", "case")
+    )
+    rows = [
+        {
+            "kind": "measured",
+            "series": "runs",
+            "id": r["id"],
+            "run_at": r["run_at"].isoformat(),
+            "value": r["value"],
+            "unit": r["unit"],
+            "flagged": r["flagged"],
+            "gpus": r["gpus"],
+            "case": r["case"],
+            "low": None,
+            "high": None,
+        }
+        for r in results
+    ]
+    for reference in references:
+        low, high = reference.bounds
+        for row in results[:1] + results[-1:]:
+            rows.append(
+                {
+                    "kind": "reference",
+                    "series": f"Reference #{reference.pk}: {reference}",
+                    "id": None,
+                    "run_at": row["run_at"].isoformat(),
+                    "value": reference.value,
+                    "unit": reference.unit,
+                    "flagged": False,
+                    "gpus": reference.gpus,
+                    "case": reference.case,
+                    "low": low,
+                    "high": high,
+                }
+            )
+    x = {"field": "run_at", "type": "temporal", "title": "run"}
+    y = {"field": "value", "type": "quantitative", "title": results[0]["unit"] if results else "value"}
+    layers = [
+        {
+            "transform": [{"filter": "datum.kind == 'reference'"}],
+            "mark": {"type": "area", "opacity": 0.15},
+            "encoding": {
+                "x": x,
+                "y": {"field": "low", "type": "quantitative"},
+                "y2": {"field": "high"},
+                "color": {"field": "series", "type": "nominal", "title": None},
+            },
+        },
+        {
+            "transform": [{"filter": "datum.kind == 'reference'"}],
+            "mark": {"type": "line", "strokeDash": [4, 3]},
+            "encoding": {"x": x, "y": y, "color": {"field": "series", "type": "nominal", "title": None}},
+        },
+        {
+            "transform": [{"filter": "datum.kind == 'measured'"}],
+            "mark": {"type": "point", "filled": True},
+            "encoding": {
+                "x": x,
+                "y": y,
+                "color": {"condition": {"test": "datum.flagged", "value": "#c0392b"}, "value": "#2c6fbb"},
+                "tooltip": [
+                    {"field": f} for f in ("id", "run_at", "value", "unit", "gpus", "case", "flagged")
+                ],
+            },
+        },
+    ]
+    return _base("History (red: outside its reference)", rows, layers)

@@ -1,0 +1,356 @@
+"""Benchmark pages: history with filters, one result, compare, charts, admin import; usage + CSV."""
+
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+
+from portal.benchmarks import charts
+from portal.benchmarks.figures import TOOLS
+from portal.benchmarks.models import BenchmarkResult
+from portal.benchmarks.selectors import (
+    MAX_COMPARE,
+    ResultFilters,
+    choices,
+    job_visible,
+    reference_list,
+    result_get,
+    result_list,
+    results_compare,
+    results_older_than,
+)
+from portal.benchmarks.serializers import ContextSerializer
+from portal.benchmarks.services import reference_for, result_import
+from portal.benchmarks.usage import UsageQuery, usage_chart, usage_csv, usage_rows
+from portal.core.converters import id_or_none
+from portal.core.errors import Forbidden, InvalidInput
+
+PAGE_SIZE = 50
+CHART_KINDS = {
+    "scaling": "Throughput vs GPUs",
+    "precision": "AMP/FP16 vs FP32",
+    "storage": "Storage (fio)",
+    "nccl": "NCCL bus bandwidth",
+    "history": "History of one figure",
+}
+
+
+def _day(text: str) -> date | None:
+    try:
+        return parse_date(text or "")
+    except ValueError:
+        return None
+
+
+def _midnight(day: date, plus: int = 0) -> datetime:
+    return timezone.make_aware(datetime.combine(day + timedelta(days=plus), time()))
+
+
+def _filters(query: Any) -> ResultFilters:
+    """Filters from a page's query string; anything malformed is ignored, as on the jobs page."""
+    after, before = _day(query.get("from", "")), _day(query.get("to", ""))
+    gpus = id_or_none(query.get("gpus", ""))
+    flagged = {"1": True, "0": False}.get(query.get("flagged", ""))
+    text = lambda name, limit=128: (query.get(name) or "")[:limit] or None  # noqa: E731
+    return ResultFilters(
+        tool=query.get("tool") if query.get("tool") in TOOLS else None,
+        model=text("model"),
+        precision=text("precision", 16),
+        gpus=gpus if gpus is not None and gpus <= 100000 else None,
+        gpu_type=text("gpu_type", 64),
+        partition=text("partition", 64),
+        flagged=flagged,
+        run_after=_midnight(after) if after else None,
+        run_before=_midnight(before, 1) if before else None,
+        username=text("user", 32),
+    )
+
+
+def _menu() -> dict[str, list]:
+    """Filter menus: distinct values change slowly, so they are cached for a minute."""
+    found = cache.get("benchmarks:menu")
+    if found is None:
+        found = choices()
+        cache.set("benchmarks:menu", found, 60)
+    return found
+
+
+@login_required
+def history_view(request: HttpRequest) -> HttpResponse:
+    query = request.GET
+    filters = _filters(query)
+    results = result_list(user=request.user, filters=filters)
+    older = id_or_none(query.get("before", ""))
+    last = BenchmarkResult.objects.filter(pk=older).values("run_at").first() if older else None
+    if last is not None:
+        results = results_older_than(results, run_at=last["run_at"], pk=older)
+    page = list(results[: PAGE_SIZE + 1])
+    more = len(page) > PAGE_SIZE
+    page = page[:PAGE_SIZE]
+    next_query = query.copy()
+    if more:
+        next_query["before"] = page[-1].pk
+    return render(
+        request,
+        "benchmarks/history.html",
+        {
+            "results": page,
+            "query": query,
+            "next_query": next_query.urlencode() if more else "",
+            "menu": _menu(),
+            "tools": TOOLS,
+            "max_compare": MAX_COMPARE,
+            "chart_query": query.urlencode(),
+        },
+    )
+
+
+@login_required
+def result_view(request: HttpRequest, result_id: int) -> HttpResponse:
+    result = result_get(user=request.user, result_id=result_id)
+    if result is None:
+        raise Http404
+    chart_list = []
+    if result.tool == "nccl" and result.parsed:
+        chart_list.append(("nccl", charts.nccl_chart(results=[result]), "NCCL bus bandwidth vs message size"))
+    if result.tool == "p2p" and result.parsed:
+        chart_list.append(("p2p", charts.p2p_chart(result=result), "Peer-to-peer bandwidth"))
+    if result.parsed and result.metric:
+        series = ResultFilters(
+            tool=result.tool,
+            model=result.model or None,
+            precision=result.precision or None,
+            gpus=result.gpus,
+            gpu_type=result.gpu_type or None,
+        )
+        references = [result.reference] if result.reference else []
+        chart_list.append(
+            (
+                "history",
+                charts.history_chart(user=request.user, filters=series, references=references),
+                f"{result.metric} over time (same tool, model, precision, GPUs, GPU type)",
+            )
+        )
+    return render(
+        request,
+        "benchmarks/result.html",
+        {
+            "result": result,
+            "job_visible": job_visible(user=request.user, result=result),
+            "charts": chart_list,
+            "reference_now": reference_for(result) if result.parsed else None,
+        },
+    )
+
+
+@login_required
+def compare_view(request: HttpRequest) -> HttpResponse:
+    ids = [
+        i
+        for i in (id_or_none(v) for v in request.GET.getlist("ids") + request.GET.get("ids", "").split(","))
+        if i is not None
+    ]
+    ids = list(dict.fromkeys(ids))[:MAX_COMPARE]
+    results = results_compare(user=request.user, ids=ids)
+    rows = [
+        {
+            "kind": "measured",
+            "result": f"#{r.pk} {r.tool} {r.model or r.case}",
+            "value": r.value,
+            "unit": r.unit,
+            "gpus": r.gpus,
+            "precision": r.precision,
+            "flagged": r.flagged,
+        }
+        for r in results
+        if r.value is not None
+    ]
+    spec = charts._base(
+        "Compared results",
+        rows,
+        [
+            {
+                "mark": "bar",
+                "encoding": {
+                    "x": {"field": "result", "type": "nominal", "sort": None, "title": None},
+                    "y": {
+                        "field": "value",
+                        "type": "quantitative",
+                        "title": " / ".join(sorted({r["unit"] for r in rows})),
+                    },
+                    "color": {"condition": {"test": "datum.flagged", "value": "#c0392b"}, "value": "#2c6fbb"},
+                    "tooltip": [
+                        {"field": f} for f in ("result", "value", "unit", "gpus", "precision", "flagged")
+                    ],
+                },
+            }
+        ],
+    )
+    chart_list = [("compare", spec, "Key figure of each result")]
+    nccl = [r for r in results if r.tool == "nccl" and r.parsed]
+    if nccl:
+        chart_list.append(("nccl", charts.nccl_chart(results=nccl), "NCCL bus bandwidth vs message size"))
+    fields = [
+        "tool",
+        "case",
+        "model",
+        "framework",
+        "framework_version",
+        "precision",
+        "batch_size_per_gpu",
+        "gpus",
+        "nodes",
+        "gpu_type",
+        "environment",
+        "partition",
+        "run_at",
+        "metric",
+        "value",
+        "unit",
+        "flagged",
+        "flag_reason",
+        "reason",
+    ]
+    table = [(name.replace("_", " "), [getattr(r, name) for r in results]) for name in fields]
+    return render(
+        request, "benchmarks/compare.html", {"results": results, "table": table, "charts": chart_list}
+    )
+
+
+@login_required
+def charts_view(request: HttpRequest) -> HttpResponse:
+    query = request.GET
+    kind = query.get("kind") if query.get("kind") in CHART_KINDS else "scaling"
+    filters = _filters(query)
+    overlay = query.get("overlay", "1") == "1"
+    references = list(reference_list(tool=filters.tool)[:20]) if query.get("references") == "1" else []
+    if kind == "scaling":
+        filters = ResultFilters(
+            **{**filters.__dict__, "gpus": None, "tool": filters.tool or "tf_cnn_benchmarks"}
+        )
+        spec = charts.scaling_chart(
+            user=request.user,
+            filters=filters,
+            overlay_published=overlay,
+            references=[r for r in references if r.metric == "images_per_sec"],
+        )
+    elif kind == "precision":
+        filters = ResultFilters(**{**filters.__dict__, "tool": filters.tool or "tf_cnn_benchmarks"})
+        spec = charts.precision_chart(user=request.user, filters=filters)
+    elif kind == "storage":
+        spec = charts.storage_chart(
+            user=request.user,
+            filters=filters,
+            measure="iops" if query.get("measure") == "iops" else "bw_mib_s",
+        )
+    elif kind == "nccl":
+        nccl = list(
+            result_list(
+                user=request.user, filters=ResultFilters(**{**filters.__dict__, "tool": "nccl"})
+            ).filter(parsed=True)[:5]
+        )
+        spec = charts.nccl_chart(results=nccl)
+    else:
+        spec = charts.history_chart(user=request.user, filters=filters, references=references)
+    return render(
+        request,
+        "benchmarks/charts.html",
+        {
+            "kind": kind,
+            "kinds": CHART_KINDS,
+            "spec": spec,
+            "title": CHART_KINDS[kind],
+            "query": query,
+            "menu": _menu(),
+            "tools": TOOLS,
+            "overlay": overlay,
+        },
+    )
+
+
+@login_required
+def import_view(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_staff:
+        raise Forbidden("Only portal admins may import results.")
+    problems: dict[str, Any] = {}
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        text = request.POST.get("text", "")
+        if upload is not None:
+            if upload.size > 8 * 1024 * 1024:
+                problems["file"] = ["At most 8 MiB."]
+            else:
+                text = upload.read().decode("utf-8", errors="replace")
+        context = ContextSerializer(data={k: v for k, v in request.POST.items() if v != ""})
+        if not context.is_valid():
+            problems.update(context.errors)
+        if not text.strip():
+            problems["text"] = ["Paste the output or choose a file."]
+        if not problems:
+            try:
+                results = result_import(
+                    user=request.user,
+                    tool=request.POST.get("tool", ""),
+                    text=text,
+                    context=context.validated_data,
+                )
+            except InvalidInput as error:
+                problems = error.fields
+            else:
+                messages.info(request, f"Imported {len(results)} result(s).")
+                return redirect("benchmarks:result", result_id=results[0].pk)
+    return render(
+        request,
+        "benchmarks/import.html",
+        {"tools": TOOLS, "problems": problems, "posted": request.POST},
+        status=400 if problems else 200,
+    )
+
+
+def _usage_query(request: HttpRequest) -> UsageQuery:
+    query = request.GET
+    after, before = _day(query.get("from", "")), _day(query.get("to", ""))
+    return UsageQuery(
+        period="month" if query.get("period") == "month" else "week",
+        group_by="group" if query.get("group_by") == "group" else "user",
+        since=_midnight(after) if after else None,
+        until=_midnight(before, 1) if before else None,
+        username=(query.get("user") or None) if request.user.is_staff else None,
+    )
+
+
+@login_required
+def usage_view(request: HttpRequest) -> HttpResponse:
+    usage = _usage_query(request)
+    try:
+        rows = usage_rows(user=request.user, query=usage)
+    except InvalidInput as error:
+        rows, problems = [], error.fields
+    else:
+        problems = {}
+    return render(
+        request,
+        "benchmarks/usage.html",
+        {
+            "rows": rows,
+            "usage": usage,
+            "query": request.GET,
+            "problems": problems,
+            "csv_query": request.GET.urlencode(),
+            "spec": usage_chart(rows),
+        },
+    )
+
+
+@login_required
+def usage_csv_view(request: HttpRequest) -> HttpResponse:
+    rows = usage_rows(user=request.user, query=_usage_query(request))
+    response = HttpResponse(usage_csv(rows), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="usage.csv"'
+    return response
