@@ -18,6 +18,8 @@ from portal.jobs.models import IN_SLURM_STATES, Job
 from portal.poll.cycle import poll_cycle
 from slurm.errors import SlurmError
 from tests.factories import UserFactory
+from tests.poll_helpers import slurm_poll
+from tests.servers.conftest import hub, portal_hub, wait_for  # noqa: F401 - the real hub, for sessions
 
 GPUPORTAL = Path(sys.executable).with_name("gpuportal")
 
@@ -76,6 +78,8 @@ def poller(transactional_db, slurm):
     """Celery beat's job, for the test database: a poll cycle every second while the test runs, so
     the states the CLI waits for arrive. Cancels the Slurm jobs the test left behind."""
     stop = threading.Event()
+    # The partitions must be known before the first submission; slurmctld may be restarting.
+    wait_for(lambda: slurm_poll(slurm=slurm).error == "", 60, "a successful Slurm poll", interval=1)
 
     def run() -> None:
         try:

@@ -41,7 +41,8 @@ def test_help_documents_exit_codes_and_completion(tmp_path):
     assert "Exit codes:" in help_text and "3  authentication" in help_text
     assert "_GPUPORTAL_COMPLETE=bash_source gpuportal" in help_text
     completion = cli(_GPUPORTAL_COMPLETE="bash_source")
-    assert completion.returncode == 0 and "complete -o nosort -F _gpuportal_completion gpuportal" in completion.stdout
+    assert completion.returncode == 0
+    assert "complete -o nosort -F _gpuportal_completion gpuportal" in completion.stdout
 
 
 def test_shell_completion_lists_commands(tmp_path):

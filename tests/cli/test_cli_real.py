@@ -1,0 +1,127 @@
+"""The CLI as a user runs it, against the live portal on the real stack: LDAP login, jobs through
+Slurm (the poll cycle runs in the background, as beat would), notebook servers through the hub."""
+
+import stat
+import subprocess
+import time
+
+import pytest
+
+from gpuportal_cli.client import Exit
+from tests.cli.conftest import GPUPORTAL
+from tests.conftest import DEMO_PASSWORDS
+from tests.servers.conftest import squeue_state, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def login(cli, *extra):
+    return cli("login", "--url", cli.url, "--username", "alice", "--password-stdin", *extra,
+               input=f"{DEMO_PASSWORDS['alice']}\n")
+
+
+@pytest.fixture
+def logged_in(cli):
+    done = login(cli)
+    assert done.returncode == 0, done.stderr
+    return cli
+
+
+def job_state(cli, job_id):
+    return cli("--json", "job", str(job_id)).json()["state"]
+
+
+def test_login_saves_a_private_token_and_never_prints_it(cli):
+    done = login(cli, "--json")
+    assert done.returncode == 0, done.stderr
+    shown = done.json()
+    assert shown["username"] == "alice" and shown["url"] == cli.url and "token" not in shown
+    saved = cli.config_file.read_text()
+    token = next(line.split('"')[1] for line in saved.splitlines() if line.startswith("token ="))
+    assert token not in done.stdout + done.stderr
+    assert stat.S_IMODE(cli.config_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cli.config_file.parent.stat().st_mode) == 0o700
+    assert f'url = "{cli.url}"' in saved
+
+    me = cli("--json", "whoami")  # the URL and token now come from the config file
+    assert me.returncode == 0 and me.json()["username"] == "alice"
+    assert cli("--json", "logout").json() == {"url": cli.url, "revoked": True, "removed": True}
+    assert token not in cli.config_file.read_text()
+    revoked = cli("whoami", GPUPORTAL_TOKEN=token)  # revoked at the portal, not only forgotten
+    assert revoked.returncode == Exit.AUTH and "gpuportal login" in revoked.stderr
+
+
+def test_wrong_password_is_an_auth_error(cli):
+    done = cli("login", "--url", cli.url, "-u", "alice", "--password-stdin", input="wrong\n")
+    assert done.returncode == Exit.AUTH and "Wrong username or password" in done.stderr
+    assert not cli.config_file.exists()
+
+
+def test_submit_wait_completes_and_logs_follow_prints_the_output(logged_in, poller):
+    done = logged_in("--json", "submit", "custom", "-p", "commands=echo cli-hello; sleep 1; echo cli-bye",
+                     "--gpus", "0", "--time", "5", "--name", "cli wait", "--wait", "--interval", "0.5")
+    assert done.returncode == 0, done.stderr
+    job = done.json()
+    assert (job["state"], job["exit_code"], job["name"]) == ("COMPLETED", 0, "cli wait")
+    followed = logged_in("logs", str(job["id"]), "--follow")
+    assert followed.returncode == 0
+    assert "cli-hello\ncli-bye\n" in followed.stdout
+
+
+def test_logs_follow_streams_a_running_job_until_it_ends(logged_in, poller):
+    submitted = logged_in("--json", "submit", "custom", "--gpus", "0", "--time", "5", "-p",
+                          "commands=for i in 1 2 3 4; do echo tick $i; sleep 1; done")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.json()["id"]
+    started = time.monotonic()
+    followed = logged_in("logs", str(job_id), "--follow", "--interval", "0.5")
+    assert followed.returncode == 0, followed.stderr
+    assert "tick 1\ntick 2\ntick 3\ntick 4\n" in followed.stdout
+    assert time.monotonic() - started >= 3  # it waited for the job, not just read a finished file
+    assert job_state(logged_in, job_id) == "COMPLETED"
+    as_json = logged_in("--json", "logs", str(job_id)).json()
+    assert as_json["complete"] is True and "tick 4" in as_json["text"]
+
+
+def test_a_failing_job_makes_wait_exit_1(logged_in, poller):
+    done = logged_in("submit", "custom", "-p", "commands=echo about to fail; exit 3", "--gpus", "0",
+                     "--time", "5", "--wait", "--interval", "0.5")
+    assert done.returncode == Exit.UNSUCCESSFUL == 1
+    assert "FAILED, exit code 3" in done.stderr
+
+
+def test_cancel_a_long_job(logged_in, poller):
+    submitted = logged_in("--json", "submit", "custom", "-p", "commands=sleep 300", "--gpus", "0",
+                          "--time", "10")
+    job = submitted.json()
+    wait_for(lambda: job_state(logged_in, job["id"]) == "RUNNING", 60, "the job to run", interval=1)
+    done = logged_in("--json", "cancel", str(job["id"]), "--wait", "--interval", "0.5")
+    assert done.returncode == 0, done.stderr
+    assert done.json()["state"] == "CANCELLED"
+    slurm_job = done.json()["slurm_job_id"]
+    wait_for(lambda: squeue_state(slurm_job) == "", 30, "the Slurm job to leave the queue")
+    listed = logged_in("--json", "jobs", "--state", "CANCELLED").json()
+    assert [j["id"] for j in listed] == [job["id"]]
+
+
+def test_session_start_open_and_stop_through_the_hub(logged_in, portal_hub):
+    started = logged_in("--json", "session", "start", "--name", "cli-real", "--gpus", "1", "--hours", "1",
+                        "--wait", "--interval", "1", timeout=180)
+    assert started.returncode == 0, started.stderr
+    card = started.json()
+    assert card["state"] == "ready" and card["gpus"] == 1 and card["job_id"]
+    assert card["url"] == f"{portal_hub.url}/user/alice/cli-real/lab"
+    opened = logged_in("open", "cli-real")
+    assert opened.returncode == 0 and opened.stdout.strip() == card["url"]
+    listed = logged_in("--json", "sessions").json()
+    assert [s["name"] for s in listed] == ["cli-real"]
+
+    stopped = logged_in("session", "stop", "cli-real")
+    assert stopped.returncode == 0, stopped.stderr
+    wait_for(lambda: squeue_state(card["job_id"]) == "", 30, "the server's Slurm job to end")
+    assert logged_in("open", "cli-real").returncode == Exit.CONFLICT  # ended: nothing to open
+
+
+def test_the_console_script_is_installed_in_the_venv():
+    out = subprocess.run([str(GPUPORTAL), "--version"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("gpuportal, version ")
