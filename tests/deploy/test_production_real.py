@@ -1,0 +1,218 @@
+"""Smoke test of the production settings: a second portal next to the dev one, started the way
+scripts/up.sh starts it (gunicorn as the unprivileged gpuportal account, settings and secrets from a
+0600 environment file) but with DJANGO_SETTINGS_MODULE=portal.settings.production, DEBUG off, freshly
+generated secrets, its own PostgreSQL database and a free loopback port. nginx is stood in for by the
+X-Forwarded-Proto header it sets (deploy/nginx/gpuportal.conf)."""
+
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import requests
+
+from tests.conftest import DEMO_PASSWORDS, ROOT
+
+pytestmark = pytest.mark.integration
+
+AS_PORTAL = Path(__file__).with_name("as_portal.sh")
+PORTAL_USER = "gpuportal"
+HTTPS = {"X-Forwarded-Proto": "https"}  # what nginx sets; without it the portal redirects to https
+
+
+@dataclass
+class Portal:
+    url: str
+    port: int
+    env_file: Path
+    log: Path
+    pid: int
+
+    def get(self, path: str, **kwargs: object) -> requests.Response:
+        headers = {**HTTPS, **kwargs.pop("headers", {})}
+        return requests.get(f"{self.url}{path}", headers=headers, timeout=30, allow_redirects=False, **kwargs)
+
+    def manage(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([AS_PORTAL, self.env_file, "-", "python", "manage.py", *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _database_url(name: str) -> str:
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _admin_sql(statement: str) -> None:
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
+        connection.execute(statement)
+
+
+@pytest.fixture(scope="module")
+def production_portal():
+    if os.geteuid() != 0:
+        pytest.skip("starts the portal as the gpuportal account: run as root (like make up)")
+    account = pwd.getpwnam(PORTAL_USER)
+    workdir = Path(tempfile.mkdtemp(prefix="gpuportal-production-"))
+    os.chown(workdir, account.pw_uid, account.pw_gid)
+    workdir.chmod(0o700)
+    database = f"gpuportal_production_{os.getpid()}"
+    port = _free_port()
+    origin = f"https://127.0.0.1:{port}"
+    settings = {
+        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+        # Generated here, like `openssl rand -hex 32` in deploy/gpuportal.env.example.
+        "DJANGO_SECRET_KEY": secrets.token_hex(32),
+        "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
+        "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_CSRF_TRUSTED_ORIGINS": origin,
+        "DATABASE_URL": _database_url(database),
+        # A Redis database of its own: no cache key or broker queue shared with the dev portal.
+        "REDIS_URL": re.sub(r"/\d+$", "/13", os.environ["REDIS_URL"]),
+        "LDAP_URI": os.environ["LDAP_URI"],
+        "LDAP_BASE_DN": os.environ["LDAP_BASE_DN"],
+        "STATIC_ROOT": str(workdir / "static"),
+    }
+    env_file = workdir / "gpuportal.env"
+    env_file.write_text("".join(f"{name}='{value}'\n" for name, value in settings.items()))
+    os.chown(env_file, account.pw_uid, account.pw_gid)
+    env_file.chmod(0o600)
+    _admin_sql(f'CREATE DATABASE "{database}"')
+    portal = Portal(url=f"http://127.0.0.1:{port}", port=port, env_file=env_file,
+                    log=workdir / "gunicorn.log", pid=0)
+    process = None
+    try:
+        for step in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
+            done = portal.manage(*step)
+            assert done.returncode == 0, done.stdout + done.stderr
+        # The same gunicorn command line as scripts/up.sh, on the free port.
+        process = subprocess.Popen(
+            [AS_PORTAL, env_file, portal.log, "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}",
+             "--workers", "2", "--threads", "2", "--timeout", "60",
+             "--control-socket", str(workdir / "gunicorn.ctl")],
+            cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True)
+        portal.pid = process.pid
+        deadline = time.monotonic() + 60
+        while not _answers(portal):
+            assert process.poll() is None, f"gunicorn exited:\n{_tail(portal.log)}"
+            assert time.monotonic() < deadline, f"gunicorn did not answer:\n{_tail(portal.log)}"
+            time.sleep(0.3)
+        yield portal
+    finally:
+        if process is not None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        _admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _answers(portal: Portal) -> bool:
+    try:
+        return portal.get("/accounts/login/").status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
+def _tail(path: Path) -> str:
+    return path.read_text()[-3000:] if path.exists() else "(no log)"
+
+
+def _cookie(response: requests.Response, name: str) -> str:
+    """The raw Set-Cookie header of `name` (requests' jar hides the flags)."""
+    return next(c for c in response.raw.headers.getlist("Set-Cookie") if c.startswith(f"{name}="))
+
+
+def test_check_deploy_is_clean(production_portal):
+    done = production_portal.manage("check", "--deploy", "--fail-level", "WARNING")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues (0 silenced)." in done.stdout + done.stderr
+
+
+def test_runs_as_the_unprivileged_account_not_root(production_portal):
+    uid = pwd.getpwnam(PORTAL_USER).pw_uid
+    master = production_portal.pid
+    workers = subprocess.run(["pgrep", "-P", str(master)], capture_output=True, text=True,
+                             check=False).stdout.split()
+    assert workers, "gunicorn has no workers"
+    for pid in [master, *map(int, workers)]:
+        status = Path(f"/proc/{pid}/status").read_text()
+        uids = re.search(r"^Uid:\s+(.*)$", status, re.M)[1].split()
+        assert uids == [str(uid)] * 4, f"pid {pid} runs with uids {uids}"
+        assert "gunicorn" in Path(f"/proc/{pid}/cmdline").read_text()
+
+
+def test_plain_http_is_redirected_to_https(production_portal):
+    response = requests.get(f"{production_portal.url}/accounts/login/", timeout=30, allow_redirects=False)
+    assert response.status_code == 301
+    assert response.headers["Location"] == f"https://127.0.0.1:{production_portal.port}/accounts/login/"
+
+
+def test_login_page_static_files_and_security_headers(production_portal):
+    page = production_portal.get("/accounts/login/")
+    assert page.status_code == 200 and 'name="password"' in page.text
+    assert page.headers["Strict-Transport-Security"].startswith("max-age=31536000")
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    assert page.headers["X-Frame-Options"] == "DENY"
+    csrf = _cookie(page, "csrftoken")
+    assert "Secure" in csrf and "SameSite=Lax" in csrf
+
+    stylesheets = re.findall(r'href="(/static/[^"]+\.css)"', page.text)
+    assert stylesheets, page.text
+    for path in stylesheets:
+        static = production_portal.get(path)
+        assert static.status_code == 200 and static.headers["Content-Type"].startswith("text/css"), path
+
+
+def test_login_sets_a_secure_http_only_session_cookie(production_portal):
+    page = production_portal.get("/accounts/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
+    origin = f"https://127.0.0.1:{production_portal.port}"
+    # requests never sends Secure cookies over http: hand the CSRF cookie over as nginx would pass it.
+    response = requests.post(
+        f"{production_portal.url}/accounts/login/", allow_redirects=False, timeout=30,
+        headers={**HTTPS, "Origin": origin, "Referer": f"{origin}/accounts/login/",
+                 "Cookie": f"csrftoken={page.cookies['csrftoken']}"},
+        data={"username": "alice", "password": DEMO_PASSWORDS["alice"], "csrfmiddlewaretoken": token})
+    assert response.status_code == 302, response.text[:500]
+    session = _cookie(response, "sessionid")
+    assert "Secure" in session and "HttpOnly" in session and "SameSite=Lax" in session
+
+
+def test_api_token_obtained_and_used(production_portal):
+    response = requests.post(f"{production_portal.url}/api/v1/tokens/", headers=HTTPS, timeout=30, json={
+        "username": "alice", "password": DEMO_PASSWORDS["alice"], "name": "production smoke"})
+    assert response.status_code == 201, response.text
+    me = production_portal.get("/api/v1/me/", headers={"Authorization": f"Token {response.json()['token']}"})
+    assert me.status_code == 200 and me.json()["username"] == "alice"
+    assert production_portal.get("/api/v1/me/").status_code == 401
+
+
+def test_not_found_is_the_portals_page_not_a_debug_page(production_portal):
+    page = production_portal.get("/no-such-page/")
+    assert page.status_code == 404 and "<code>not_found</code>" in page.text
+    for debug_marker in ("URLconf", "DEBUG = True", "Traceback", "technical_404"):
+        assert debug_marker not in page.text
+    api = production_portal.get("/api/v1/no-such-endpoint/")
+    assert api.status_code == 404
+    assert api.json() == {"detail": "Not found.", "code": "not_found", "fields": {}}
