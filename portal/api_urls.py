@@ -8,6 +8,7 @@ from portal.cluster import api as cluster_api
 from portal.environments import api as environments_api
 from portal.jobs import api as jobs_api
 from portal.servers import api as servers_api
+from portal.tensorboards import api as tensorboards_api
 
 urlpatterns = [
     path("me/", accounts_api.MeApi.as_view(), name="me"),
@@ -20,7 +21,11 @@ urlpatterns = [
     path("jobs/<id:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),
     path("jobs/<id:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="job-cancel"),
     path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
+    path("jobs/<id:job_id>/metrics/", jobs_api.JobMetricsApi.as_view(), name="job-metrics"),
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
+    path("tensorboards/", tensorboards_api.TensorBoardListCreateApi.as_view(), name="tensorboards"),
+    path("tensorboards/<id:board_id>/", tensorboards_api.TensorBoardDetailApi.as_view(),
+         name="tensorboard-detail"),
     *benchmarks_urlpatterns,
 ]

@@ -17,6 +17,7 @@ urlpatterns = [
     path("cluster/", include("portal.cluster.urls")),
     path("jobs/", include("portal.jobs.urls")),
     path("servers/", include("portal.servers.urls")),
+    path("tensorboards/", include("portal.tensorboards.urls")),
     path("", include("portal.benchmarks.urls")),
     path("oauth/", include("portal.accounts.oauth_urls")),
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),

@@ -11,12 +11,13 @@ from portal.core.errors import InvalidInput, NotFound
 from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job
-from portal.jobs.selectors import JobFilters, job_get, job_list, partition_limits_list
+from portal.jobs.selectors import JobFilters, job_get, job_list, job_metrics_list, partition_limits_list
 from portal.jobs.serializers import (
     JobDetailSerializer,
     JobFilterSerializer,
     JobLogInputSerializer,
     JobLogSerializer,
+    JobMetricsSerializer,
     JobSerializer,
     JobSubmitInputSerializer,
     TemplateCatalogSerializer,
@@ -125,3 +126,14 @@ class JobLogApi(APIView):
         chunk = job_log_read(job=job, stream=data.validated_data["stream"],
                              offset=data.validated_data["offset"])
         return Response(JobLogSerializer(chunk).data)
+
+
+class JobMetricsApi(APIView):
+    @extend_schema(responses={200: JobMetricsSerializer, 404: _NOT_FOUND},
+                   summary="The training metrics (TensorBoard scalar series) the job recorded",
+                   description="Read from the job's own TensorBoard events (its `TENSORBOARD_LOGDIR`) "
+                               "when it ended; empty while it runs or when it wrote none.")
+    def get(self, request: Request, job_id: int) -> Response:
+        job = _job_or_404(request, job_id)
+        body = {"job": job.pk, "series": job_metrics_list(job=job)}
+        return Response(JobMetricsSerializer(body).data)

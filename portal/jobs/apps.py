@@ -7,7 +7,7 @@ class JobsConfig(AppConfig):
     def ready(self) -> None:
         # Load the job templates at startup: broken ones are logged now (and `check` warns), not at
         # the first submission.
-        from portal.jobs import checks  # noqa: F401 - registers the system check
+        from portal.jobs import checks, receivers  # noqa: F401 - registers the check and receivers
         from portal.jobs.job_templates import catalog
 
         catalog()

@@ -383,10 +383,14 @@ class JobPaths:
     dir: str
     stdout: str
     stderr: str
+    # The scalars the exit hook exports from the job's TensorBoard events, and where those go.
+    metrics: str = ""
+    logdir: str = ""
 
 
 _SAMPLE_JOB = JobPaths(id="sample", dir="/home/user/gpuportal/jobs/job-sample",
-                       stdout="/home/user/out", stderr="/home/user/err")
+                       stdout="/home/user/out", stderr="/home/user/err", metrics="/home/user/metrics.json",
+                       logdir="/home/user/logs/jobs/sample")
 
 
 def script_body_render(*, template: JobTemplate, values: Mapping[str, Any], job: JobPaths,

@@ -118,3 +118,23 @@ class Job(models.Model):
     @property
     def work_dir(self) -> str:
         return f"{self.output_dir}/job-{self.uuid}"
+
+
+class JobMetric(models.Model):
+    """One scalar series (loss, accuracy, images/sec...) a job wrote as TensorBoard events, as its
+    exit hook exported them (templates/jobs/_common/metrics_export.py), recorded when it ended."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metrics")
+    run = models.CharField(max_length=200, blank=True, help_text="Folder under the job's log directory")
+    tag = models.CharField(max_length=200)
+    steps = models.JSONField(default=list)
+    values = models.JSONField(default=list, help_text="null where the job logged NaN or infinity")
+    final_step = models.BigIntegerField(null=True)
+    final_value = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["job", "run", "tag"]
+        constraints = [models.UniqueConstraint(fields=["job", "run", "tag"], name="uniq_job_metric")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.run}/{self.tag}"

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from portal.accounts.models import User
 from portal.cluster.models import Node, Partition
-from portal.jobs.models import Job
+from portal.jobs.models import Job, JobMetric
 
 
 @dataclass(frozen=True)
@@ -92,3 +92,34 @@ def job_get(*, user: User, job_id: int) -> Job | None:
     if not user.is_staff:
         jobs = jobs.filter(user=user)
     return jobs.filter(pk=job_id).first()
+
+
+def job_metrics_list(*, job: Job) -> list[JobMetric]:
+    """The job's recorded training metrics, by run and tag."""
+    return list(JobMetric.objects.filter(job=job).order_by("run", "tag"))
+
+
+def job_metrics_chart(*, metrics: list[JobMetric]) -> dict[str, Any] | None:
+    """A Vega-Lite spec with one panel per tag (each with its own scale: a loss and images/sec do
+    not share an axis) and a line per run; None when there is nothing to draw."""
+    rows = [{"tag": metric.tag, "run": metric.run or ".", "step": step, "value": value}
+            for metric in metrics for step, value in zip(metric.steps, metric.values, strict=True)
+            if value is not None]
+    if not rows:
+        return None
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": rows},
+        "facet": {"row": {"field": "tag", "type": "nominal", "title": None,
+                          "header": {"labelAngle": 0, "labelAlign": "left"}}},
+        "spec": {
+            "width": 560, "height": 140, "mark": {"type": "line", "interpolate": "linear"},
+            "encoding": {
+                "x": {"field": "step", "type": "quantitative", "title": "step"},
+                "y": {"field": "value", "type": "quantitative", "title": None, "scale": {"zero": False}},
+                "color": {"field": "run", "type": "nominal", "title": "run"},
+                "tooltip": [{"field": "tag"}, {"field": "run"}, {"field": "step"}, {"field": "value"}],
+            },
+        },
+        "resolve": {"scale": {"y": "independent"}},
+    }

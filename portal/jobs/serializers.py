@@ -99,3 +99,18 @@ class JobLogSerializer(serializers.Serializer):
     size = serializers.IntegerField(help_text="Size of the file now, in bytes")
     exists = serializers.BooleanField(help_text="False until the job has started writing")
     complete = serializers.BooleanField(help_text="The job has ended and everything was read")
+
+
+class JobMetricSerializer(serializers.Serializer):
+    run = serializers.CharField(help_text="Folder under the job's log directory ('' for its top)")
+    tag = serializers.CharField()
+    steps = serializers.ListField(child=serializers.IntegerField())
+    values = serializers.ListField(child=serializers.FloatField(allow_null=True),
+                                   help_text="null where the job logged NaN or infinity")
+    final_step = serializers.IntegerField(allow_null=True)
+    final_value = serializers.FloatField(allow_null=True, help_text="The last logged number")
+
+
+class JobMetricsSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    series = JobMetricSerializer(many=True)

@@ -1,5 +1,8 @@
 from celery import shared_task
 
+from portal.core.errors import Unavailable
+from portal.jobs.models import Job
+from portal.jobs.services.metrics import job_metrics_record
 from portal.jobs.services.submission import job_submit_first_attempt
 
 
@@ -7,3 +10,11 @@ from portal.jobs.services.submission import job_submit_first_attempt
 def job_submit_first(job_id: int) -> None:
     """The first sbatch of a job the API or a page just stored."""
     job_submit_first_attempt(job_id=job_id)
+
+
+@shared_task(ignore_result=True, autoretry_for=(Unavailable,), retry_backoff=5, max_retries=3)
+def job_metrics_collect(job_id: int) -> None:
+    """Record the training metrics of a job that just ended (sent by `jobs_ended`)."""
+    job = Job.objects.select_related("user").filter(pk=job_id).first()
+    if job is not None:
+        job_metrics_record(job=job)

@@ -20,7 +20,14 @@ from portal.core.errors import Conflict, InvalidInput
 from portal.environments.selectors import environment_choices, environment_list
 from portal.jobs.job_templates import JobTemplate, Parameter, catalog
 from portal.jobs.models import Job, JobState
-from portal.jobs.selectors import JobFilters, job_get, job_list, partition_limits_list
+from portal.jobs.selectors import (
+    JobFilters,
+    job_get,
+    job_list,
+    job_metrics_chart,
+    job_metrics_list,
+    partition_limits_list,
+)
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_submit
 
@@ -154,7 +161,9 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def job_detail_view(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_or_404(request, job_id)
-    return render(request, "jobs/detail.html", {"job": job, "poll": PollStatus.get()})
+    metrics = job_metrics_list(job=job)
+    return render(request, "jobs/detail.html", {"job": job, "poll": PollStatus.get(), "metrics": metrics,
+                                                "metrics_chart": job_metrics_chart(metrics=metrics)})
 
 
 @login_required

@@ -3,6 +3,7 @@
 `slurm/dev/env.sh` exports the values for the local cluster that `make up` starts.
 """
 
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -37,6 +38,7 @@ INSTALLED_APPS = [
     "portal.servers",
     "portal.jobs",
     "portal.poll",
+    "portal.tensorboards",
     "portal.benchmarks",
 ]
 
@@ -140,6 +142,23 @@ ENVIRONMENTS_CHECK_SECONDS = env.float("ENVIRONMENTS_CHECK_SECONDS", default=360
 # Importing TensorFlow or PyTorch takes seconds on a cold file system; a hung import is broken.
 ENVIRONMENTS_CHECK_TIMEOUT_SECONDS = env.float("ENVIRONMENTS_CHECK_TIMEOUT_SECONDS", default=60.0)
 
+# --- TensorBoard from the portal (portal.tensorboards): a small CPU Slurm job as the user ---
+# What the job runs (shlex-split): a tensorboard every user can execute on the nodes.
+TENSORBOARD_COMMAND = env("TENSORBOARD_COMMAND", default=str(Path(sys.prefix) / "bin" / "tensorboard"))
+TENSORBOARD_PARTITION = env("TENSORBOARD_PARTITION", default="")  # empty: the cluster's default
+TENSORBOARD_TIME_LIMIT_MINUTES = env.int("TENSORBOARD_TIME_LIMIT_MINUTES", default=8 * 60)
+TENSORBOARD_MEM_MB = env.int("TENSORBOARD_MEM_MB", default=2048)
+# Stopped after this long without a request through the portal's proxy.
+TENSORBOARD_IDLE_MINUTES = env.float("TENSORBOARD_IDLE_MINUTES", default=60.0)
+# A TensorBoard whose job runs but that reports no port within this long is ended, with its log.
+TENSORBOARD_START_TIMEOUT_SECONDS = env.float("TENSORBOARD_START_TIMEOUT_SECONDS", default=120.0)
+TENSORBOARD_SYNC_SECONDS = env.float("TENSORBOARD_SYNC_SECONDS", default=5.0)
+TENSORBOARD_MAX_PER_USER = env.int("TENSORBOARD_MAX_PER_USER", default=3)
+# The read-only shared data mount: TensorBoard may open folders under it, as well as the user's home.
+DATA_DIR = env("GPUPORTAL_DATA_DIR", default="/data")
+# A notebook session's TensorBoard folder (the notebook templates write under it).
+TENSORBOARD_SESSION_LOGDIR = env("TENSORBOARD_SESSION_LOGDIR", default="{home}/logs")
+
 # --- Celery ---
 CELERY_BROKER_URL = env("REDIS_URL", default="redis://127.0.0.1:6390/0")
 CELERY_TASK_ACKS_LATE = True
@@ -155,6 +174,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.accounts.tasks.directory_sync",
         "schedule": DIRECTORY_SYNC_SECONDS,
         "options": {"expires": DIRECTORY_SYNC_SECONDS},
+    },
+    "tensorboards-sync": {
+        "task": "portal.tensorboards.tasks.tensorboards_sync",
+        "schedule": TENSORBOARD_SYNC_SECONDS,
+        "options": {"expires": TENSORBOARD_SYNC_SECONDS},
     },
     "environments-check": {
         "task": "portal.environments.tasks.environments_check",
@@ -236,6 +260,10 @@ SITE_MAX_WALLTIME_MINUTES = env.int("SITE_MAX_WALLTIME_MINUTES", default=7 * 24 
 JOBS_TEMPLATES_DIR = env("JOBS_TEMPLATES_DIR", default=str(BASE_DIR / "templates" / "jobs"))
 # Where a user's job output goes on the cluster; {home} is the user's home directory.
 JOBS_OUTPUT_DIR = env("JOBS_OUTPUT_DIR", default="{home}/gpuportal/jobs")
+# A job's TensorBoard log directory (TENSORBOARD_LOGDIR in its script); {uuid} is the job's.
+JOBS_TENSORBOARD_LOGDIR = env("JOBS_TENSORBOARD_LOGDIR", default="{home}/logs/jobs/{uuid}")
+# The largest metrics file (job-<uuid>.metrics.json) the portal reads when a job ends.
+JOBS_METRICS_MAX_BYTES = env.int("JOBS_METRICS_MAX_BYTES", default=4 * 1024 * 1024)
 JOBS_DEFAULT_TIME_MINUTES = env.int("JOBS_DEFAULT_TIME_MINUTES", default=8 * 60)
 # CPUs and memory that come with each GPU (and what a job without GPUs gets), per partition;
 # "*" applies to partitions not named.

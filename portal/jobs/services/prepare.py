@@ -40,6 +40,12 @@ class JobDraft:
     script: str
 
 
+def job_logdir(*, home: str, job_uuid: uuid.UUID) -> str:
+    """The job's TensorBoard log directory: the prologue exports it as TENSORBOARD_LOGDIR, training
+    templates write their events there, and TensorBoard from the job's page opens it."""
+    return settings.JOBS_TENSORBOARD_LOGDIR.format(home=home.rstrip("/"), uuid=job_uuid)
+
+
 def unix_account(username: str) -> pwd.struct_passwd:
     """The cluster account jobs run as (its home and uid, not what the portal was told)."""
     try:
@@ -100,7 +106,9 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         time_limit=timedelta(minutes=values["time_limit"]), output_dir=output_dir, script="",
     )
     paths = JobPaths(id=str(job_uuid), dir=f"{output_dir}/job-{job_uuid}",
-                     stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err")
+                     stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err",
+                     metrics=f"{output_dir}/job-{job_uuid}.metrics.json",
+                     logdir=job_logdir(home=account.pw_dir, job_uuid=job_uuid))
     body = script_body_render(template=found, values=values, job=paths, activation=_activation(environment))
     return replace(draft, script=_header(draft, paths) + "\n" + body)
 
