@@ -113,8 +113,10 @@ def hub(live_server):
         "HUB_SERVER_AUTH_CACHE": "5",
         # Longer than any other test keeps a server, short enough to watch the culler once.
         "HUB_CULL_TIMEOUT": str(CULL_TIMEOUT), "HUB_CULL_EVERY": "5",
-        # The hub allows more GPUs than the node has, so a test can watch Slurm refuse a job.
-        "HUB_PARTITIONS": '{"gpu": {"max_gpus": 8}, "debug": {"max_gpus": 4, "max_hours": 1}}',
+        # The hub allows more GPUs than a node has, so a test can watch Slurm refuse a job, and
+        # 2 nodes for a session spanning the local cluster's two.
+        "HUB_PARTITIONS": '{"gpu": {"max_gpus": 8, "max_nodes": 2}, '
+                          '"debug": {"max_gpus": 4, "max_hours": 1}}',
         "HUB_MAX_GPUS_PER_USER": "8",
     }
     hub = Hub(url=f"http://127.0.0.1:{PROXY_PORT}", api_url=f"http://127.0.0.1:{HUB_PORT}/hub/api",
