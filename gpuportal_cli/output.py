@@ -65,7 +65,8 @@ def cell(value: Any) -> str | Text:
 
 Column = tuple[str, Callable[[dict[str, Any]], Any]]
 # Free text wraps; identifiers, states, numbers and times stay on one line.
-WRAPPING = {"NAME", "DESCRIPTION", "HELP", "TITLE", "FRAMEWORKS", "STATUS", "DEFAULT", "URL", "REASON"}
+WRAPPING = {"NAME", "DESCRIPTION", "HELP", "TITLE", "FRAMEWORKS", "STATUS", "DEFAULT", "URL", "REASON",
+            "VALUE", "LOGDIR"}
 
 
 def table(rows: Iterable[dict[str, Any]], columns: Sequence[Column], *, empty: str) -> None:
@@ -80,16 +81,6 @@ def table(rows: Iterable[dict[str, Any]], columns: Sequence[Column], *, empty: s
     for row in rows:
         view.add_row(*(cell(get(row)) for _, get in columns))
     out.print(view)
-
-
-def generic_columns(rows: Sequence[dict[str, Any]], preferred: Sequence[str]) -> list[Column]:
-    """Columns for objects whose exact shape this client does not pin down: the preferred keys
-    present in the rows, in that order (or, failing those, the first few keys)."""
-    keys = [key for key in preferred if any(key in row for row in rows)]
-    if not keys and rows:
-        keys = [key for key, value in rows[0].items() if not isinstance(value, dict | list)][:8]
-    return [(key.replace("_", " "), lambda row, key=key: state_text(row[key])
-             if key == "state" and row.get(key) else row.get(key)) for key in keys]
 
 
 def fields(obj: dict[str, Any], keys: Sequence[tuple[str, str]]) -> None:

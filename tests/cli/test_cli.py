@@ -11,9 +11,11 @@ from click.testing import CliRunner
 from gpuportal_cli import config
 from gpuportal_cli.client import Exit
 from gpuportal_cli.main import app
+from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
 from portal.servers.hub import HubServer, JupyterHub
 from tests.cli.conftest import Cli
+from tests.conftest import ROOT
 from tests.factories import JobFactory
 from tests.servers.factories import DebugPartitionFactory, PartitionFactory
 from tests.servers.test_api import FakeHub
@@ -184,6 +186,23 @@ def test_session_options_are_validated_by_the_portal(token_cli, fake_hub):
     done = token_cli("session", "start", "--name", "Bad_Name")
     assert done.returncode == Exit.INVALID and "name:" in done.stderr
     assert token_cli("session", "start", "--hours", "0").returncode == Exit.USAGE  # refused locally
+
+
+def test_benchmarks_are_listed_with_filters(token_cli, alice):
+    text = (ROOT / "tests/benchmarks/fixtures/fio/randread_3.33.json").read_text()
+    result_import(user=alice, tool="fio", text=text, context={"partition": "gpu"})
+    rows = token_cli("--json", "benchmarks", "--tool", "fio", "--partition", "gpu").json()
+    assert rows and {row["tool"] for row in rows} == {"fio"}
+    assert token_cli("--json", "benchmarks", "--tool", "nccl").json() == []
+    table = token_cli("benchmarks", "--not-flagged")
+    assert table.returncode == 0 and "fio" in table.stdout
+    bad = token_cli("benchmarks", "--tool", "bogus")
+    assert bad.returncode == Exit.INVALID and "tool:" in bad.stderr
+
+
+def test_a_portal_without_an_api_says_so(token_cli):
+    done = token_cli("benchmarks", "--url", f"{token_cli.url}/nothing-here")
+    assert done.returncode == Exit.NOT_FOUND and "has no /api/v1/benchmarks/ API" in done.stderr
 
 
 def test_config_is_private_and_the_token_stays_with_its_portal(tmp_path, monkeypatch):
