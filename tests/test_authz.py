@@ -14,6 +14,8 @@ from rest_framework.test import APIClient
 
 from portal.accounts.models import ApiToken, User
 from portal.accounts.services import api_token_create, api_token_revoke
+from portal.benchmarks.models import BenchmarkResult
+from tests.benchmarks.factories import ResultFactory
 from tests.factories import JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory, PartitionFactory
 
@@ -50,6 +52,16 @@ class Row:
 
 def _fixed(path: str) -> Callable[[World], str]:
     return lambda world: path
+
+
+def _result(world: World) -> str:
+    """A benchmark result of the owner's job: the site's results are visible to every portal user."""
+    found = BenchmarkResult.objects.filter(job=world.job).first()
+    return str((found or ResultFactory(user=world.job.user, job=world.job)).pk)
+
+
+PAGE_ADMIN = {**PAGE_ANY, "owner": 403, "other": 403}
+API_ADMIN = {**API_ANY, "owner": 403, "other": 403, "admin": 400}  # admin: past authz, refused as invalid
 
 
 ROWS: dict[str, list[Row]] = {
@@ -100,6 +112,22 @@ ROWS: dict[str, list[Row]] = {
         # The hub is down in this test: the owner's stop gets past authz and finds it unreachable.
         Row("DELETE", lambda w: f"/api/v1/sessions/{w.server.name}/", A,
             {**API_MINE, "owner": 503, "admin": 404})],
+    "benchmarks/": [Row("GET", _fixed("/benchmarks/"), P, PAGE_ANY)],
+    "benchmarks/compare/": [Row("GET", _fixed("/benchmarks/compare/?ids=1,2"), P, PAGE_ANY)],
+    "benchmarks/charts/": [Row("GET", _fixed("/benchmarks/charts/?kind=scaling"), P, PAGE_ANY)],
+    "benchmarks/import/": [Row("GET", _fixed("/benchmarks/import/"), P, PAGE_ADMIN)],
+    "benchmarks/<id:result_id>/": [Row("GET", lambda w: f"/benchmarks/{_result(w)}/", P, PAGE_ANY)],
+    "usage/": [Row("GET", _fixed("/usage/"), P, PAGE_ANY)],
+    "usage/csv/": [Row("GET", _fixed("/usage/csv/"), P, PAGE_ANY)],
+    "api/v1/benchmarks/": [Row("GET", _fixed("/api/v1/benchmarks/"), A, API_ANY)],
+    "api/v1/benchmarks/compare/": [Row("GET", _fixed("/api/v1/benchmarks/compare/?ids=1"), A, API_ANY)],
+    "api/v1/benchmarks/import/": [Row("POST", _fixed("/api/v1/benchmarks/import/"), A, API_ADMIN,
+                                      body={"tool": "nope"})],
+    "api/v1/benchmarks/<id:result_id>/": [Row("GET", lambda w: f"/api/v1/benchmarks/{_result(w)}/", A,
+                                              API_ANY)],
+    "api/v1/references/": [Row("GET", _fixed("/api/v1/references/"), A, API_ANY),
+                           Row("POST", _fixed("/api/v1/references/"), A, API_ADMIN, body={"tool": "nope"})],
+    "api/v1/usage/": [Row("GET", _fixed("/api/v1/usage/"), A, API_ANY)],
     # Public to anonymous clients; a revoked token presented is still refused.
     "api/schema/": [Row("GET", _fixed("/api/schema/"), A, {**PUBLIC, "revoked": 401,
                                                                  "deprovisioned": 401})],
@@ -190,6 +218,8 @@ def test_nobody_else_can_revoke_or_see_the_owners_things(world):
 
 ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/notebookserver/",
                 "/admin/environments/environment/",
+                "/admin/benchmarks/benchmarkresult/", "/admin/benchmarks/reference/",
+                "/admin/benchmarks/publishedresult/",
                 "/admin/accounts/user/",
                 "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
                 "/admin/axes/accessattempt/"]

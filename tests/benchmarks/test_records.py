@@ -50,24 +50,37 @@ def _stub_output(monkeypatch, text: str) -> None:
     data = text.encode()
 
     def read(*, job, stream, offset=0, limit=None):
-        chunk = data[offset:offset + (limit or len(data))]
-        return LogChunk(stream, chunk.decode(), offset, offset + len(chunk), len(data), exists=True,
-                        complete=True)
+        chunk = data[offset : offset + (limit or len(data))]
+        return LogChunk(
+            stream, chunk.decode(), offset, offset + len(chunk), len(data), exists=True, complete=True
+        )
 
     monkeypatch.setattr(services, "job_log_read", read)
 
 
 def _ended_job(template="resnet50-benchmark", **params):
     now = timezone.now()
-    return JobFactory(template=template, state="COMPLETED", started_at=now - timedelta(minutes=1), ended_at=now,
-                      node_list="vm", gpus_allocated=params.pop("gpus", 2), gpus_per_node=2,
-                      parameters={"precision": "fp32", "batch_size": 8, "environment": "pytorch", **params})
+    return JobFactory(
+        template=template,
+        state="COMPLETED",
+        started_at=now - timedelta(minutes=1),
+        ended_at=now,
+        node_list="vm",
+        gpus_allocated=params.pop("gpus", 2),
+        gpus_per_node=2,
+        parameters={"precision": "fp32", "batch_size": 8, "environment": "pytorch", **params},
+    )
 
 
 @pytest.fixture
 def cluster(partitions):
-    Environment.objects.create(name="pytorch", title="PyTorch", path="/opt/gpuportal/envs/pytorch",
-                               frameworks={"torch": "2.14.1", "torchvision": "0.29.1"}, healthy=True)
+    Environment.objects.create(
+        name="pytorch",
+        title="PyTorch",
+        path="/opt/gpuportal/envs/pytorch",
+        frameworks={"torch": "2.14.1", "torchvision": "0.29.1"},
+        healthy=True,
+    )
     return Node.objects.get(name="vm")
 
 
@@ -76,7 +89,11 @@ def test_a_resnet_job_is_recorded_with_its_context(monkeypatch, cluster):
     job = _ended_job()
     [result] = result_record_from_job(job_id=job.pk)
     assert (result.tool, result.metric, result.value, result.unit) == (
-        "tf_cnn_benchmarks", "images_per_sec", 41.5, "images/s")
+        "tf_cnn_benchmarks",
+        "images_per_sec",
+        41.5,
+        "images/s",
+    )
     assert (result.model, result.framework, result.framework_version) == ("resnet50", "PyTorch", "2.14.1")
     assert (result.precision, result.batch_size_per_gpu, result.gpus, result.nodes) == ("fp32", 8, 2, 1)
     assert (result.gpu_type, result.partition, result.environment) == ("a100", "gpu", "pytorch")
@@ -90,15 +107,20 @@ def test_a_resnet_job_is_recorded_with_its_context(monkeypatch, cluster):
 def test_jobs_of_other_templates_and_unstarted_jobs_are_not_recorded(monkeypatch, cluster):
     _stub_output(monkeypatch, RESNET_OUTPUT)
     assert result_record_from_job(job_id=JobFactory(template="custom", started_at=timezone.now()).pk) == []
-    assert result_record_from_job(job_id=JobFactory(template="resnet50-benchmark", state="CANCELLED").pk) == []
+    assert (
+        result_record_from_job(job_id=JobFactory(template="resnet50-benchmark", state="CANCELLED").pk) == []
+    )
     assert not BenchmarkResult.objects.exists()
 
 
-@pytest.mark.parametrize("text", [
-    "SIMULATED: no images/sec measured, ResNet-50 cannot run here (No module named 'torch')\n",
-    # The old plain-Python stand-in printed a figure; with a SIMULATED marker it is never kept.
-    "SIMULATED stand-in\ntotal images/sec: 999.0\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SIMULATED: no images/sec measured, ResNet-50 cannot run here (No module named 'torch')\n",
+        # The old plain-Python stand-in printed a figure; with a SIMULATED marker it is never kept.
+        "SIMULATED stand-in\ntotal images/sec: 999.0\n",
+    ],
+)
 def test_a_simulated_run_is_kept_unparsed_never_as_a_figure(monkeypatch, cluster, text):
     _stub_output(monkeypatch, text)
     [result] = result_record_from_job(job_id=_ended_job().pk)
@@ -134,7 +156,10 @@ def test_figures_of_every_tool():
     assert figures("dle_resnet", dle)[0].context["precision"] == "amp"
     mlperf = parse("mlperf", (FIXTURES / "mlperf/v1.0_nvidia_dgxa100_mxnet_resnet_result_0.txt").read_text())
     assert figures("mlperf", mlperf)[0].unit == "min"
-    assert figures("nvidia_smi", parse("nvidia_smi", (FIXTURES / "nvidia_smi/pkb_query_power.csv").read_text())) == []
+    assert (
+        figures("nvidia_smi", parse("nvidia_smi", (FIXTURES / "nvidia_smi/pkb_query_power.csv").read_text()))
+        == []
+    )
     assert figures("fio", {"parsed": False, "reason": "x"}) == []
 
 
@@ -142,7 +167,12 @@ def test_import_parses_like_a_job_and_keeps_an_unparsed_one():
     admin = UserFactory(username="ada", is_staff=True)
     text = (FIXTURES / "tf_cnn_benchmarks/azure_batchai_horovod_8gpu_resnet101_tf1.8.txt").read_text()
     [result] = result_import(user=admin, tool="tf_cnn_benchmarks", text=text, context={"gpu_type": "p100"})
-    assert (result.model, result.gpus, result.value, result.framework_version) == ("resnet101", 8, 224.96, "1.8")
+    assert (result.model, result.gpus, result.value, result.framework_version) == (
+        "resnet101",
+        8,
+        224.96,
+        "1.8",
+    )
     assert result.gpu_type == "p100" and result.source == "import" and result.user == admin
     [bad] = result_import(user=admin, tool="fio", text="\x00\xff random bytes", context={})
     assert not bad.parsed and bad.reason
@@ -153,8 +183,18 @@ def test_import_parses_like_a_job_and_keeps_an_unparsed_one():
 
 def test_a_result_outside_its_reference_is_flagged(monkeypatch, cluster):
     admin = UserFactory(username="ada", is_staff=True)
-    reference_create(user=admin, tool="tf_cnn_benchmarks", metric="images_per_sec", value=100, lower=-0.1,
-                     upper=None, model="resnet50", gpus=2, gpu_type="a100", unit="images/s")
+    reference_create(
+        user=admin,
+        tool="tf_cnn_benchmarks",
+        metric="images_per_sec",
+        value=100,
+        lower=-0.1,
+        upper=None,
+        model="resnet50",
+        gpus=2,
+        gpu_type="a100",
+        unit="images/s",
+    )
     _stub_output(monkeypatch, RESNET_OUTPUT)  # 41.5 < 90
     [result] = result_record_from_job(job_id=_ended_job().pk)
     assert result.flagged and "outside [90" in result.flag_reason and result.reference is not None
@@ -166,10 +206,19 @@ def test_a_result_outside_its_reference_is_flagged(monkeypatch, cluster):
 
 def test_the_most_specific_reference_wins():
     admin = UserFactory(username="ada", is_staff=True)
-    broad = reference_create(user=admin, tool="tf_cnn_benchmarks", metric="images_per_sec", value=10, lower=-0.5,
-                             upper=0.5)
-    narrow = reference_create(user=admin, tool="tf_cnn_benchmarks", metric="images_per_sec", value=100,
-                              lower=-0.1, upper=0.1, partition="gpu", gpus=1)
+    broad = reference_create(
+        user=admin, tool="tf_cnn_benchmarks", metric="images_per_sec", value=10, lower=-0.5, upper=0.5
+    )
+    narrow = reference_create(
+        user=admin,
+        tool="tf_cnn_benchmarks",
+        metric="images_per_sec",
+        value=100,
+        lower=-0.1,
+        upper=0.1,
+        partition="gpu",
+        gpus=1,
+    )
     result = ResultFactory.build(value=100.0, user=admin)
     assert services.reference_for(result) == narrow
     result.partition = "debug"
@@ -187,7 +236,12 @@ def test_a_reference_derived_from_the_median_of_chosen_runs():
     admin = UserFactory(username="ada", is_staff=True)
     runs = [ResultFactory(value=v) for v in (90.0, 100.0, 130.0)]
     reference = reference_derive(user=admin, result_ids=[r.pk for r in runs], lower=-0.05, upper=0.05)
-    assert (reference.value, reference.origin, reference.gpus, reference.partition) == (100.0, "derived", 1, "gpu")
+    assert (reference.value, reference.origin, reference.gpus, reference.partition) == (
+        100.0,
+        "derived",
+        1,
+        "gpu",
+    )
     assert reference.derived_from == sorted(r.pk for r in runs)
     other = ResultFactory(gpus=4)
     with pytest.raises(InvalidInput) as error:
