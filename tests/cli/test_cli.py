@@ -3,14 +3,18 @@ idempotent retries, sessions through a fake hub."""
 
 import json
 import stat
+from datetime import timedelta
 
 import pytest
 import requests
 from click.testing import CliRunner
+from django.utils import timezone
 
 from gpuportal_cli import config
 from gpuportal_cli.client import Exit
 from gpuportal_cli.main import app
+from portal.accounts.models import ApiToken
+from portal.accounts.services import api_token_create
 from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
 from portal.servers.hub import HubServer, JupyterHub
@@ -69,6 +73,13 @@ def test_bad_token_is_an_auth_error(cli, transactional_db):
     as_json = cli("jobs", "--json", GPUPORTAL_URL=cli.url, GPUPORTAL_TOKEN="not-a-token")
     assert as_json.returncode == 3 and as_json.stdout == ""
     assert as_json.error()["status"] == 401 and as_json.error()["exit_code"] == 3
+
+
+def test_expired_token_is_an_auth_error(cli, alice):
+    token, key = api_token_create(user=alice, name="old")
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    done = cli("whoami", GPUPORTAL_URL=cli.url, GPUPORTAL_TOKEN=key)
+    assert done.returncode == Exit.AUTH and "gpuportal login" in done.stderr
 
 
 def test_unreachable_portal_is_a_network_error(tmp_path):
