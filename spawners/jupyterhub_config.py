@@ -36,7 +36,12 @@ hub_url = f"http://127.0.0.1:{env('HUB_PORT', '8081')}"
 
 # --- the hub, its state and the proxy (started separately, so routes survive a hub restart) ---
 c.JupyterHub.bind_url = proxy_url
-c.JupyterHub.hub_bind_url = hub_url
+# A service node apart from the compute nodes: servers there reach the hub's API (batchspawner's
+# port callback, their OAuth checks) at HUB_CONNECT_URL, so it must listen beyond loopback, e.g.
+# HUB_BIND_URL=http://0.0.0.0:8081 (docs/deploy.md). Locally everything stays on loopback.
+c.JupyterHub.hub_bind_url = env("HUB_BIND_URL", hub_url)
+if env("HUB_CONNECT_URL"):
+    c.JupyterHub.hub_connect_url = env("HUB_CONNECT_URL")
 c.JupyterHub.db_url = f"sqlite:///{data_dir}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = f"{data_dir}/cookie_secret"
 c.JupyterHub.pid_file = f"{data_dir}/jupyterhub.pid"
@@ -93,13 +98,15 @@ c.JupyterHub.load_roles = [
     ]},
 ]
 
-# --- servers: Slurm jobs run as the user, JupyterLab on loopback of the (single) node ---
+# --- servers: Slurm jobs run as the user; JupyterLab on the first node of the job ---
 c.JupyterHub.spawner_class = PortalSlurmSpawner
 c.PortalSlurmSpawner.slurm_bin_dir = env("SLURM_BIN_DIR", "/usr/bin")
 # The hub runs as the unprivileged account jupyterhub; deploy/sudoers.d/gpuportal lets it run
 # exactly sbatch and scancel as members of gpuportal-users, keeping the job's environment (-E:
 # batchspawner hands the server its token that way). -n: fail at once, never ask for a password.
 c.PortalSlurmSpawner.exec_prefix = env("HUB_EXEC_PREFIX", "/usr/bin/sudo -E -n -u {username} --")
+# The address the proxy routes a server to: fixed loopback on the local cluster (its nodes share this
+# host); empty on a real cluster, where the proxy goes to the node name squeue reports.
 c.PortalSlurmSpawner.state_exechost_exp = env("HUB_EXEC_HOST", "127.0.0.1")
 c.PortalSlurmSpawner.templates_dir = env("HUB_TEMPLATES_DIR", "/var/lib/gpuportal/notebook-templates")
 c.PortalSlurmSpawner.data_dir = env("GPUPORTAL_DATA_DIR", "/data")
@@ -107,8 +114,9 @@ c.PortalSlurmSpawner.portal_url = env("HUB_PORTAL_URL_FOR_SERVERS", portal_url)
 # Software environments the portal offers must live here (the portal's ENVIRONMENTS_DIR).
 c.PortalSlurmSpawner.environments_dir = env("ENVIRONMENTS_DIR", "/opt/gpuportal/envs")
 # Per partition: max_gpus, max_hours, max_nodes, cpus_per_gpu, mem_gb_per_gpu (JSON to override).
+# The default fits the local cluster: 2 nodes of 4 GPUs (slurm/dev), sessions over both in gpu.
 c.PortalSlurmSpawner.partitions = json.loads(env(
-    "HUB_PARTITIONS", '{"gpu": {"max_gpus": 4}, "debug": {"max_gpus": 4, "max_hours": 1}}'))
+    "HUB_PARTITIONS", '{"gpu": {"max_gpus": 4, "max_nodes": 2}, "debug": {"max_gpus": 4, "max_hours": 1}}'))
 c.PortalSlurmSpawner.max_gpus_per_user = int(env("HUB_MAX_GPUS_PER_USER", "4"))
 c.PortalSlurmSpawner.start_timeout = int(env("HUB_START_TIMEOUT", "1800"))  # a queued server waits
 c.PortalSlurmSpawner.http_timeout = 120
@@ -118,7 +126,8 @@ c.PortalSlurmSpawner.poll_interval = int(env("HUB_POLL_INTERVAL", "60"))
 c.PortalSlurmSpawner.queue_max_age = float(env("HUB_POLL_INTERVAL", "60"))
 c.Spawner.default_url = "/lab"
 c.Spawner.args = [
-    "--ServerApp.ip=127.0.0.1",
+    # Loopback on the local cluster; a real cluster's proxy reaches the node (HUB_SERVER_IP=0.0.0.0).
+    f"--ServerApp.ip={env('HUB_SERVER_IP', '127.0.0.1')}",
     # A server re-checks a browser's token with the hub this often: revoked at portal logout.
     f"--HubOAuth.cache_max_age={env('HUB_SERVER_AUTH_CACHE', '60')}",
 ]
