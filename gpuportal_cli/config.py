@@ -58,19 +58,22 @@ def _toml_value(value: str | int) -> str:
 
 def save(config: Config) -> Path:
     path = config_path()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     lines = ["# Written by `gpuportal login`. It holds your personal API token: keep it private."]
     for key in ("url", "username", "token", "token_id"):
         value = getattr(config, key)
         if value not in ("", None):
             lines.append(f"{key} = {_toml_value(value)}")
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    # Created 0600 from the start: the token is never readable by others, not even briefly.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write("\n".join(lines) + "\n")
-    tmp.chmod(0o600)  # in case the file already existed with other bits
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Created 0600 from the start: the token is never readable by others, not even briefly.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write("\n".join(lines) + "\n")
+        tmp.chmod(0o600)  # in case a leftover file had other bits
+        tmp.replace(path)
+    except OSError as error:
+        raise ConfigError(f"Cannot write {path}: {error.strerror}") from error
     return path
 
 

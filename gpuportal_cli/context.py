@@ -21,21 +21,19 @@ class State:
     json: bool = False
 
     def settings(self) -> config.Config:
-        try:
-            stored, exposed = config.load()
-            resolved = config.resolve(stored, url=self.url_option)
-        except config.ConfigError as error:
-            raise ApiError(str(error), exit_code=Exit.USAGE, code="config") from None
-        if exposed and resolved.token == stored.token and stored.token:
+        """The settings in force (a config.ConfigError becomes exit code 2 in main)."""
+        stored, exposed = config.load()
+        resolved = config.resolve(stored, url=self.url_option)
+        if exposed and stored.token and resolved.token == stored.token:
             err.print(f"[yellow]Warning: {config.config_path()} is readable by others: chmod 600 it.")
         return resolved
 
-    def client(self, *, authenticated: bool = True) -> Client:
+    def client(self) -> Client:
         settings = self.settings()
         if not settings.url:
             raise ApiError(f"No portal URL: run `gpuportal login --url URL` or set {config.URL_ENV}.",
                            exit_code=Exit.USAGE, code="no_url")
-        if authenticated and not settings.token:
+        if not settings.token:
             raise ApiError(f"Not logged in to {settings.url}: run `gpuportal login`.",
                            exit_code=Exit.AUTH, code="not_logged_in")
         return Client(settings.url, settings.token)

@@ -9,6 +9,7 @@ import click
 from rich.markup import escape
 
 from gpuportal_cli.client import ApiError, Client, Exit
+from gpuportal_cli.config import ConfigError
 from gpuportal_cli.context import State, common_options, pass_state, wait_until
 from gpuportal_cli.output import duration, emit_json, err, fields, out, state_text, table, when
 
@@ -23,7 +24,7 @@ def complete_templates(ctx: click.Context, _param: click.Parameter, incomplete: 
     """Shell completion of template slugs, asked of the portal (quietly nothing on any failure)."""
     try:
         catalog = ctx.ensure_object(State).client().get("/templates/")
-    except (ApiError, OSError):
+    except (ApiError, ConfigError, OSError):
         return []
     return [t["slug"] for t in catalog.get("templates", []) if t["slug"].startswith(incomplete)]
 

@@ -28,9 +28,12 @@ class PortalGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except config.ConfigError as problem:
+            failure = ApiError(str(problem), exit_code=Exit.USAGE, code="config")
         except ApiError as problem:
-            error(problem, as_json=ctx.ensure_object(State).json)
-            ctx.exit(problem.exit_code)
+            failure = problem
+        error(failure, as_json=ctx.ensure_object(State).json)
+        ctx.exit(failure.exit_code)
 
 
 @click.group(cls=PortalGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,6 +7,7 @@ import click
 from rich.markup import escape
 
 from gpuportal_cli.client import ApiError, Client, Exit
+from gpuportal_cli.config import ConfigError
 from gpuportal_cli.context import State, common_options, pass_state, wait_until
 from gpuportal_cli.output import duration, emit_json, err, fields, out, state_text, table
 
@@ -16,7 +17,7 @@ SETTLED = ("ready", "ended")
 def complete_sessions(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
     try:
         rows = ctx.ensure_object(State).client().get("/sessions/")
-    except (ApiError, OSError):
+    except (ApiError, ConfigError, OSError):
         return []
     return [row["name"] for row in rows if row["name"].startswith(incomplete) and row["state"] != "ended"]
 

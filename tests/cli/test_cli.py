@@ -216,6 +216,18 @@ def test_a_portal_without_an_api_says_so(token_cli):
     assert done.returncode == Exit.NOT_FOUND and "has no /api/v1/benchmarks/ API" in done.stderr
 
 
+def test_a_broken_or_exposed_config_file_is_reported(tmp_path):
+    cli = Cli(tmp_path, "")
+    cli.config_file.parent.mkdir(parents=True)
+    cli.config_file.write_text("url = \"http://127.0.0.1:9\"\ntoken = \"abc\"\n")
+    cli.config_file.chmod(0o644)
+    exposed = cli("jobs")
+    assert "readable by others: chmod 600" in exposed.stderr and exposed.returncode == Exit.UNAVAILABLE
+    cli.config_file.write_text("url = [unclosed")
+    broken = cli("jobs")
+    assert broken.returncode == Exit.USAGE and f"Cannot read {cli.config_file}" in broken.stderr
+
+
 def test_config_is_private_and_the_token_stays_with_its_portal(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.delenv(config.URL_ENV, raising=False)
