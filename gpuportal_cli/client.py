@@ -4,6 +4,7 @@ import time
 import uuid
 from enum import IntEnum
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -80,8 +81,8 @@ def _error_of(response: requests.Response) -> ApiError:
         return ApiError(f"HTTP {status} from {response.url} (not a gpuportal API answer).",
                         exit_code=exit_code, status=status, code="not_api")
     detail, code = str(body["detail"]), str(body.get("code", ""))
-    if status == 401:
-        detail = f"{detail} Run `gpuportal login`." if "login" not in detail else detail
+    if status == 401 and code != "invalid_credentials":  # a token problem, not a wrong password
+        detail = f"{detail} Run `gpuportal login`."
     fields = body.get("fields") if isinstance(body.get("fields"), dict) else {}
     return ApiError(detail, exit_code=exit_code, status=status, code=code, fields=fields)
 
@@ -130,6 +131,11 @@ class Client:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
 
+    def _same_origin(self, link: str) -> str:
+        """A link the API gave, on the configured scheme and host: behind a TLS proxy the portal
+        may name itself http://, and the token must never go anywhere else."""
+        return urlunsplit(urlsplit(self.url)[:2] + urlsplit(link)[2:])
+
     def paged(self, path: str, *, limit: int, **params: Any) -> list[dict[str, Any]]:
         """Up to `limit` rows of a list endpoint, following `next` (cursor or page numbers); a plain
         JSON list is taken as it is."""
@@ -141,7 +147,7 @@ class Client:
             rows += body.get("results", [])
             if len(rows) >= limit or not body.get("next"):
                 return rows[:limit]
-            body = self.get(body["next"])
+            body = self.get(self._same_origin(body["next"]))
 
 
 def _reason(error: requests.RequestException) -> str:

@@ -136,6 +136,12 @@ def test_jobs_filters_reach_the_api(token_cli, alice):
     assert len(token_cli("jobs", "--json", "--limit", "1").json()) == 1
 
 
+def test_jobs_follows_the_cursor_across_pages(token_cli, alice):
+    JobFactory.create_batch(203, user=alice)  # one more page than the API's largest (200)
+    rows = token_cli("jobs", "--json", "--limit", "1000").json()
+    assert len({row["id"] for row in rows}) == 203
+
+
 def test_submit_coerces_parameters_to_the_templates_types(token_cli, no_sbatch, tmp_path, partitions):
     script = tmp_path / "run.sh"
     script.write_text("echo from a file\n")
