@@ -16,6 +16,8 @@ class TensorBoardStartInputSerializer(serializers.Serializer):
 
 class TensorBoardSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="user.username")
+    session = serializers.CharField(source="session.name", allow_null=True, default=None,
+                                    help_text="The session whose ~/logs it shows, by name")
     url = serializers.SerializerMethodField(help_text="The portal path TensorBoard is served under")
 
     class Meta:
