@@ -2,7 +2,8 @@
 scripts/up.sh starts it (gunicorn as the unprivileged gpuportal account, settings and secrets from a
 0600 environment file) but with DJANGO_SETTINGS_MODULE=portal.settings.production, DEBUG off, freshly
 generated secrets, its own PostgreSQL database and a free loopback port. nginx is stood in for by the
-X-Forwarded-Proto header it sets (deploy/nginx/gpuportal.conf)."""
+X-Forwarded-Proto header it sets, and, where nginx is installed, by deploy/nginx/gpuportal.conf
+itself on loopback ports with a throwaway certificate."""
 
 import os
 import pwd
@@ -27,7 +28,9 @@ from tests.conftest import DEMO_PASSWORDS, ROOT
 pytestmark = pytest.mark.integration
 
 AS_PORTAL = Path(__file__).with_name("as_portal.sh")
+NGINX_SITE = ROOT / "deploy/nginx/gpuportal.conf"
 PORTAL_USER = "gpuportal"
+PUBLIC_NAME = "gpu.example.org"  # the portal's name in deploy/nginx/gpuportal.conf
 HTTPS = {"X-Forwarded-Proto": "https"}  # what nginx sets; without it the portal redirects to https
 
 
@@ -81,7 +84,7 @@ def production_portal():
         "DJANGO_SECRET_KEY": secrets.token_hex(32),
         "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
         "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_ALLOWED_HOSTS": f"127.0.0.1,{PUBLIC_NAME}",
         "DJANGO_CSRF_TRUSTED_ORIGINS": origin,
         "DATABASE_URL": _database_url(database),
         # A Redis database of its own: no cache key or broker queue shared with the dev portal.
@@ -216,3 +219,85 @@ def test_not_found_is_the_portals_page_not_a_debug_page(production_portal):
     api = production_portal.get("/api/v1/no-such-endpoint/")
     assert api.status_code == 404
     assert api.json() == {"detail": "Not found.", "code": "not_found", "fields": {}}
+
+
+@pytest.fixture(scope="module")
+def nginx_front(production_portal):
+    """deploy/nginx/gpuportal.conf in front of the portal, as nobody: the example's listen ports moved
+    to free loopback ones, its certificate paths to a throwaway self-signed one, its backend to the
+    portal's port. Everything else is the shipped file."""
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if nginx is None:
+        pytest.skip("nginx is not installed")
+    workdir = Path(tempfile.mkdtemp(prefix="gpuportal-nginx-"))
+    https_port, http_port = _free_port(), _free_port()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", workdir / "privkey.pem", "-out", workdir / "fullchain.pem",
+                    "-subj", f"/CN={PUBLIC_NAME}",
+                    "-addext", f"subjectAltName=DNS:{PUBLIC_NAME},DNS:hub.{PUBLIC_NAME}"],
+                   check=True, capture_output=True, timeout=60)
+    site = NGINX_SITE.read_text()
+    for old, new in ((r"listen \[::\]:\d+[^;]*;", ""),
+                     (r"listen 443 ssl", f"listen 127.0.0.1:{https_port} ssl"),
+                     (r"listen 80;", f"listen 127.0.0.1:{http_port};"),
+                     (r"/etc/ssl/gpuportal/", f"{workdir}/"),
+                     (r"proxy_pass http://127\.0\.0\.1:8000;", f"proxy_pass http://127.0.0.1:{production_portal.port};")):
+        site, count = re.subn(old, new, site)
+        assert count, f"deploy/nginx/gpuportal.conf no longer has {old!r}"
+    (workdir / "site.conf").write_text(site)
+    (workdir / "nginx.conf").write_text(
+        f"pid {workdir}/nginx.pid;\nerror_log {workdir}/error.log;\nevents {{}}\n"
+        "http {\n  access_log off;\n"
+        + "".join(f"  {kind}_temp_path {workdir}/{kind};\n"
+                  for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        + f"  include {workdir}/site.conf;\n}}\n")
+    shutil.chown(workdir, "nobody", "nogroup")
+    for path in workdir.iterdir():
+        shutil.chown(path, "nobody", "nogroup")
+    process = subprocess.Popen(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", nginx,
+         "-p", str(workdir), "-e", str(workdir / "error.log"), "-c", str(workdir / "nginx.conf"),
+         "-g", "daemon off;"],
+        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while _curl(https_port, "/accounts/login/", workdir).returncode != 0:
+            assert process.poll() is None, f"nginx exited: {process.stderr.read()}"
+            assert time.monotonic() < deadline, "nginx did not answer"
+            time.sleep(0.3)
+        yield workdir, https_port, http_port
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _curl(port: int, path: str, workdir: Path, *args: str,
+          scheme: str = "https") -> subprocess.CompletedProcess:
+    """curl to PUBLIC_NAME:port on loopback, trusting only the throwaway certificate; headers + body."""
+    return subprocess.run(["curl", "-sS", "-D", "-", "--max-time", "20",
+                           "--cacert", workdir / "fullchain.pem",
+                           "--resolve", f"{PUBLIC_NAME}:{port}:127.0.0.1", *args,
+                           f"{scheme}://{PUBLIC_NAME}:{port}{path}"],
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+def _head(response: subprocess.CompletedProcess) -> tuple[int, str]:
+    """Status code and lower-cased header block of a `curl -D -` answer (HTTP/1.1 or HTTP/2)."""
+    head = response.stdout.split("\n\n", 1)[0].lower()
+    match = re.match(r"http/[\d.]+ (\d{3})", head)
+    assert match, response.stdout[:300] + response.stderr
+    return int(match[1]), head
+
+
+def test_behind_the_shipped_nginx_site_over_real_tls(nginx_front):
+    workdir, https_port, http_port = nginx_front
+    status, head = _head(_curl(https_port, "/accounts/login/", workdir))
+    assert status == 200, head
+    assert "strict-transport-security: max-age=31536000" in head
+    assert re.search(r"set-cookie: csrftoken=[^\n]*; secure", head)
+    # A client claiming plain http cannot talk the portal out of https: nginx sets the header itself.
+    status, head = _head(_curl(https_port, "/accounts/login/", workdir, "-H", "X-Forwarded-Proto: http"))
+    assert status == 200, head
+    status, head = _head(_curl(http_port, "/accounts/login/", workdir, scheme="http"))
+    assert status == 301 and f"location: https://{PUBLIC_NAME}/accounts/login/" in head, head
