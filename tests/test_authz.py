@@ -60,6 +60,15 @@ def _result(world: World) -> str:
     return str((found or ResultFactory(user=world.job.user, job=world.job)).pk)
 
 
+def _board(world: World) -> int:
+    """An ended TensorBoard of the owner's: its proxy answers 409 past authz, and nothing runs."""
+    from portal.tensorboards.models import TensorBoard
+
+    found = TensorBoard.objects.filter(user=world.job.user).first()
+    return (found or TensorBoard.objects.create(user=world.job.user, logdir="/home/alice/logs",
+                                                state="ended", reason="Stopped by you.")).pk
+
+
 PAGE_ADMIN = {**PAGE_ANY, "owner": 403, "other": 403}
 API_ADMIN = {**API_ANY, "owner": 403, "other": 403, "admin": 400}  # admin: past authz, refused as invalid
 
@@ -112,6 +121,29 @@ ROWS: dict[str, list[Row]] = {
         # The hub is down in this test: the owner's stop gets past authz and finds it unreachable.
         Row("DELETE", lambda w: f"/api/v1/sessions/{w.server.name}/", A,
             {**API_MINE, "owner": 503, "admin": 404})],
+    "api/v1/jobs/<id:job_id>/metrics/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/metrics/", A,
+                                             API_MINE)],
+    "tensorboards/": [Row("GET", _fixed("/tensorboards/"), P, PAGE_ANY)],
+    # No source given: refused as invalid (a message and back to the list), nothing reaches Slurm.
+    "tensorboards/open/": [Row("POST", _fixed("/tensorboards/open/"), P,
+                               {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],
+    "tensorboards/<id:board_id>/": [Row("GET", lambda w: f"/tensorboards/{_board(w)}/", P, PAGE_MINE)],
+    "tensorboards/<id:board_id>/stop/": [Row("POST", lambda w: f"/tensorboards/{_board(w)}/stop/", P,
+                                             {**PAGE_MINE, "owner": 302, "admin": 302})],
+    "tensorboards/<id:board_id>/proxy": [Row("GET", lambda w: f"/tensorboards/{_board(w)}/proxy", P,
+                                             {**PAGE_MINE, "owner": 302, "admin": 302})],
+    "tensorboards/<id:board_id>/proxy/": [Row("GET", lambda w: f"/tensorboards/{_board(w)}/proxy/", P,
+                                              {**PAGE_MINE, "owner": 409, "admin": 409})],
+    "tensorboards/<id:board_id>/proxy/<path:path>": [Row(
+        "GET", lambda w: f"/tensorboards/{_board(w)}/proxy/data/runs", P,
+        {**PAGE_MINE, "owner": 409, "admin": 409})],
+    "api/v1/tensorboards/": [Row("GET", _fixed("/api/v1/tensorboards/"), A, API_ANY),
+                             Row("POST", _fixed("/api/v1/tensorboards/"), A,
+                                 {**API_ANY, "owner": 400, "other": 400, "admin": 400},
+                                 body={"logdir": "/etc"})],
+    "api/v1/tensorboards/<id:board_id>/": [
+        Row("GET", lambda w: f"/api/v1/tensorboards/{_board(w)}/", A, API_MINE),
+        Row("DELETE", lambda w: f"/api/v1/tensorboards/{_board(w)}/", A, API_MINE)],  # ended: no Slurm call
     "benchmarks/": [Row("GET", _fixed("/benchmarks/"), P, PAGE_ANY)],
     "benchmarks/compare/": [Row("GET", _fixed("/benchmarks/compare/?ids=1,2"), P, PAGE_ANY)],
     "benchmarks/charts/": [Row("GET", _fixed("/benchmarks/charts/?kind=scaling"), P, PAGE_ANY)],
@@ -217,7 +249,7 @@ def test_nobody_else_can_revoke_or_see_the_owners_things(world):
 
 
 ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/notebookserver/",
-                "/admin/environments/environment/",
+                "/admin/environments/environment/", "/admin/tensorboards/tensorboard/",
                 "/admin/benchmarks/benchmarkresult/", "/admin/benchmarks/reference/",
                 "/admin/benchmarks/publishedresult/",
                 "/admin/accounts/user/",
