@@ -16,6 +16,9 @@ from django.db import connection
 from portal.accounts.services import api_token_create
 from portal.jobs.models import IN_SLURM_STATES, Job
 from portal.poll.cycle import poll_cycle
+from portal.tensorboards.models import ACTIVE_STATES as BOARD_ACTIVE_STATES
+from portal.tensorboards.models import TensorBoard
+from portal.tensorboards.services import tensorboards_sync
 from slurm.errors import SlurmError
 from tests.factories import UserFactory
 from tests.poll_helpers import slurm_poll
@@ -75,8 +78,9 @@ def token_cli(cli, alice):
 
 @pytest.fixture
 def poller(transactional_db, slurm):
-    """Celery beat's job, for the test database: a poll cycle every second while the test runs, so
-    the states the CLI waits for arrive. Cancels the Slurm jobs the test left behind."""
+    """Celery beat's work, for the test database: a poll cycle and a TensorBoard sync every second
+    while the test runs, so the states the CLI waits for arrive. Cancels the Slurm jobs the test
+    left behind."""
     stop = threading.Event()
     # The partitions must be known before the first submission; slurmctld may be restarting.
     wait_for(lambda: slurm_poll(slurm=slurm).error == "", 60, "a successful Slurm poll", interval=1)
@@ -85,6 +89,7 @@ def poller(transactional_db, slurm):
         try:
             while not stop.is_set():
                 poll_cycle(slurm=slurm)  # skipped (not an error) while another cycle holds the lock
+                tensorboards_sync(slurm=slurm)
                 stop.wait(1)
         finally:
             connection.close()
@@ -94,6 +99,9 @@ def poller(transactional_db, slurm):
     yield
     stop.set()
     thread.join(30)
-    for job in Job.objects.filter(state__in=IN_SLURM_STATES).select_related("user"):
+    left = [*Job.objects.filter(state__in=IN_SLURM_STATES).select_related("user"),
+            *TensorBoard.objects.filter(state__in=BOARD_ACTIVE_STATES).exclude(slurm_job_id="")
+            .select_related("user")]
+    for job in left:
         with contextlib.suppress(SlurmError):
             slurm.cancel(job_id=job.slurm_job_id, user=job.user.username)

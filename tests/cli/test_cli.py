@@ -18,6 +18,7 @@ from portal.accounts.services import api_token_create
 from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
 from portal.servers.hub import HubServer, JupyterHub
+from portal.tensorboards.models import TensorBoard
 from tests.cli.conftest import Cli
 from tests.conftest import ROOT
 from tests.factories import JobFactory
@@ -215,6 +216,19 @@ def test_benchmarks_are_listed_with_filters(token_cli, alice):
     assert table.returncode == 0 and "fio" in table.stdout
     bad = token_cli("benchmarks", "--tool", "bogus")
     assert bad.returncode == Exit.INVALID and "tool:" in bad.stderr
+
+
+def test_tensorboard_commands(token_cli, alice):
+    board = TensorBoard.objects.create(user=alice, logdir="/home/alice/logs", state="ready",
+                                       host="127.0.0.1", port=6006)
+    listed = token_cli("--json", "tensorboard", "list").json()
+    assert listed[0]["url"] == f"{token_cli.url}/tensorboards/{board.pk}/proxy/"
+    assert token_cli("tensorboard", "start").returncode == Exit.USAGE  # exactly one source
+    outside = token_cli("tensorboard", "start", "--logdir", "/etc")
+    assert outside.returncode == Exit.INVALID and "logdir:" in outside.stderr
+    stopped = token_cli("--json", "tensorboard", "stop", str(board.pk))  # no Slurm job: just ended
+    assert stopped.returncode == 0 and stopped.json()["state"] == "ended"
+    assert token_cli("tensorboard", "stop", "999999").returncode == Exit.NOT_FOUND
 
 
 def test_a_portal_without_an_api_says_so(token_cli):

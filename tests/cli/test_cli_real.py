@@ -1,9 +1,13 @@
 """The CLI as a user runs it, against the live portal on the real stack: LDAP login, jobs through
 Slurm (the poll cycle runs in the background, as beat would), notebook servers through the hub."""
 
+import pwd
+import shutil
 import stat
 import subprocess
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -120,6 +124,32 @@ def test_session_start_open_and_stop_through_the_hub(logged_in, portal_hub):
     assert stopped.returncode == 0, stopped.stderr
     wait_for(lambda: squeue_state(card["job_id"]) == "", 30, "the server's Slurm job to end")
     assert logged_in("open", "cli-real").returncode == Exit.CONFLICT  # ended: nothing to open
+
+
+@pytest.fixture
+def empty_logdir():
+    account = pwd.getpwnam("alice")
+    folder = Path(account.pw_dir) / f"cli-tb-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    shutil.chown(folder, account.pw_uid, account.pw_gid)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_tensorboard_start_list_stop(logged_in, poller, empty_logdir):
+    started = logged_in("--json", "tensorboard", "start", "--logdir", str(empty_logdir), "--wait",
+                        "--interval", "0.5", timeout=150)
+    assert started.returncode == 0, started.stderr
+    board = started.json()
+    assert board["state"] == "ready" and board["logdir"] == str(empty_logdir)
+    assert board["url"] == f"{logged_in.url}/tensorboards/{board['id']}/proxy/"
+    assert [b["id"] for b in logged_in("--json", "tensorboard", "list").json()] == [board["id"]]
+    assert str(board["id"]) in logged_in("tensorboard", "list").stdout
+
+    stopped = logged_in("--json", "tensorboard", "stop", str(board["id"]))
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.json()["state"] == "ended" and "Stopped by you" in stopped.json()["reason"]
+    wait_for(lambda: squeue_state(board["slurm_job_id"]) == "", 30, "TensorBoard's Slurm job to end")
 
 
 def test_the_console_script_is_installed_in_the_venv():
