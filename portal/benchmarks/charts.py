@@ -51,9 +51,10 @@ def _published_matching(
         rows = rows.filter(model__icontains=_model_word(model))
     words = _PRECISION_WORDS.get((precision or "").lower())
     found = list(rows[:500])
-    if words:
-        found = [r for r in found if any(w in r.precision.lower() for w in words)]
-    return found
+    same = [r for r in found if words and any(w in r.precision.lower() for w in words)]
+    # The papers state few precisions (ResNet-50: FP16 only); without a match every figure stays,
+    # each labelled with its own precision.
+    return same or found
 
 
 def _model_word(model: str) -> str:
