@@ -155,10 +155,10 @@ def test_submit_coerces_parameters_to_the_templates_types(token_cli, no_sbatch, 
                                            "nodes": 1} == Job.objects.get().parameters
 
 
-def test_a_submit_whose_answer_was_lost_is_retried_and_creates_one_job(
-        token_cli, no_sbatch, partitions, monkeypatch):
-    """The first POST reaches the portal but its answer is lost: the retry carries the same
-    Idempotency-Key and gets the same job back."""
+@pytest.fixture
+def lost_first_answer(monkeypatch):
+    """The first POST reaches the portal but its answer is lost (connection reset); returns the
+    Idempotency-Keys the POSTs carried."""
     real_request = requests.Session.request
     keys = []
 
@@ -171,11 +171,23 @@ def test_a_submit_whose_answer_was_lost_is_retried_and_creates_one_job(
         return response
 
     monkeypatch.setattr(requests.Session, "request", lossy)
+    return keys
+
+
+def test_a_submit_whose_answer_was_lost_is_retried_and_creates_one_job(
+        token_cli, no_sbatch, partitions, lost_first_answer):
     result = CliRunner().invoke(app, ["--json", "submit", "custom", "-p", "commands=true", "--gpus", "0"],
                                 env=token_cli.env)
     assert result.exit_code == 0, result.output
-    assert len(keys) == 2 and keys[0] == keys[1]
+    assert len(lost_first_answer) == 2 and lost_first_answer[0] == lost_first_answer[1]
     assert Job.objects.count() == 1 and json.loads(result.stdout)["id"] == Job.objects.get().pk
+
+
+def test_a_session_start_whose_answer_was_lost_starts_one_server(token_cli, fake_hub, lost_first_answer):
+    result = CliRunner().invoke(app, ["--json", "session", "start", "--name", "once"], env=token_cli.env)
+    assert result.exit_code == 0, result.output
+    assert len(lost_first_answer) == 2 and lost_first_answer[0] == lost_first_answer[1]
+    assert len(fake_hub.started) == 1 and json.loads(result.stdout)["name"] == "once"
 
 
 def test_sessions_start_open_stop(token_cli, fake_hub):
@@ -192,6 +204,7 @@ def test_sessions_start_open_stop(token_cli, fake_hub):
     opened = token_cli("open")
     assert opened.returncode == 0 and opened.stdout.strip().endswith("/user/alice/cli-one/lab")
     assert token_cli("--json", "open", "cli-one").json()["state"] == "ready"
+    assert token_cli("open", "cli-one", "--browser", BROWSER="true").returncode == 0
     assert token_cli("--json", "session", "show", "cli-one").json()["job_id"] == "4242"
 
     stopped = token_cli("--json", "session", "stop", "cli-one")
