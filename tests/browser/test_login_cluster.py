@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from portal.cluster.models import Partition
+from tests.cluster.shape import gpu_nodes
 from tests.poll_helpers import slurm_poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,12 +19,15 @@ def _login(page, live_server, username, password):
     page.click("button[type=submit]")
 
 
-def test_alice_sees_four_free_gpus_in_partition_gpu(page, live_server, slurm):
+def test_alice_sees_the_free_gpus_of_every_node_in_partition_gpu(page, live_server, slurm):
+    total = sum(gpu_nodes().values())  # every node's GPUs, as Slurm counts them
     slurm_poll(slurm=slurm)
+    # Other tests share the cluster: what is free is what the poll just stored.
+    free = Partition.objects.get(name="gpu").gpus.get(gpu_type="a100").free
     _login(page, live_server, "alice", "alice-pw")
     card = page.locator('[data-partition="gpu"]')
-    assert card.locator("[data-gpus-free]").inner_text() == "4"
-    assert "4 of 4 A100 GPUs free" in card.inner_text()
+    assert card.locator("[data-gpus-free]").inner_text() == str(free)
+    assert f"{free} of {total} A100 GPUs free" in card.inner_text()
     assert page.locator('[data-partition="debug"]').is_visible()
     assert page.locator("#admin-link").count() == 0
     ARTIFACTS.mkdir(exist_ok=True)

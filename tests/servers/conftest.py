@@ -169,10 +169,20 @@ def portal_login(live_server, username: str) -> requests.Session:
 
 
 def job_env(job_id: str, name: str) -> set[str]:
-    """Values of environment variable `name` in the processes of a Slurm job (read as root)."""
-    out = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True, check=True)
+    """Values of environment variable `name` in the processes of a Slurm job (read as root).
+
+    Every node's slurmd is asked by name (the local cluster runs several on this one host); a node
+    of the allocation without a step of the job answers with an error and no processes."""
+    nodes = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%N"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    names = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True,
+                           check=True).stdout.split()
+    answers = [subprocess.run(["scontrol", "listpids", job_id, node], capture_output=True, text=True,
+                              check=False) for node in names]
+    assert any(answer.returncode == 0 for answer in answers), [answer.stderr for answer in answers]
+    lines = [line for answer in answers for line in answer.stdout.splitlines()[1:]]
     values = set()
-    for line in out.stdout.splitlines()[1:]:
+    for line in lines:
         try:
             environ = Path(f"/proc/{line.split()[0]}/environ").read_bytes().split(b"\0")
         except (FileNotFoundError, PermissionError):

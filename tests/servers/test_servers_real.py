@@ -10,6 +10,7 @@ import pytest
 from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_cards
 from portal.servers.services import server_start, server_stop, servers_refresh
+from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
 from tests.poll_helpers import slurm_poll
 from tests.servers.conftest import (
@@ -68,10 +69,11 @@ def test_two_gpu_server_gets_two_devices_and_stop_ends_the_job(portal_hub, live_
 
 
 def test_request_that_cannot_fit_is_queued_with_the_reason_and_stop_cancels_it(portal_hub, slurm):
-    # Hold one GPU with a plain job of bob's, so 4 more cannot fit whatever else runs.
+    # Hold one GPU on every node with a plain job of bob's, so 4 more cannot fit whatever else runs.
     blocker = subprocess.run(
-        ["/usr/sbin/runuser", "-u", "bob", "--", "sbatch", "--parsable", "--gres=gpu:1", "--time=5",
-         "-o", "/dev/null", "--wrap", "sleep 300"], capture_output=True, text=True, check=True,
+        ["/usr/sbin/runuser", "-u", "bob", "--", "sbatch", "--parsable", f"--nodes={len(gpu_nodes())}",
+         "--ntasks-per-node=1", "--gres=gpu:1", "--time=5", "-o", "/dev/null", "--wrap", "sleep 300"],
+        capture_output=True, text=True, check=True,
     ).stdout.strip()
     try:
         wait_for(lambda: squeue_state(blocker) == "RUNNING", 60, "the blocking job to run")
