@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
+from rich.markup import escape
 
 from gpuportal_cli import config
 from gpuportal_cli.client import ApiError, Client, Exit
@@ -25,7 +26,8 @@ class State:
         stored, exposed = config.load()
         resolved = config.resolve(stored, url=self.url_option)
         if exposed and stored.token and resolved.token == stored.token:
-            err.print(f"[yellow]Warning: {config.config_path()} is readable by others: chmod 600 it.")
+            path = escape(str(config.config_path()))
+            err.print(f"[yellow]Warning: {path} is readable by others: chmod 600 it.")
         return resolved
 
     def client(self) -> Client:
@@ -83,5 +85,5 @@ def wait_until(fetch: Callable[[], dict[str, Any]], done: Callable[[dict[str, An
                 last = line
                 time.sleep(interval)
     except KeyboardInterrupt:
-        err.print(f"Stopped waiting; {what} goes on.")
+        err.print(f"Stopped waiting; {what} goes on.", markup=False)
         raise click.exceptions.Exit(Exit.INTERRUPTED) from None

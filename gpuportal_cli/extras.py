@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.text import Text
 
 from gpuportal_cli.client import ApiError, Exit
@@ -32,7 +33,7 @@ def _board_url(state: State, board: dict[str, Any]) -> dict[str, Any]:
 
 
 def _board_line(board: dict[str, Any]) -> str:
-    reason = f": {board['reason']}" if board.get("reason") else ""
+    reason = f": {escape(board['reason'])}" if board.get("reason") else ""
     return f"TensorBoard {board['id']} {board['state']}{reason}"
 
 
@@ -67,7 +68,7 @@ def tensorboard_start(state: State, logdir: str | None, job_id: int | None, sess
     if state.json:
         emit_json(board)
     elif board["state"] == "ready":
-        out.print(f"TensorBoard {board['id']} is ready: {board['url']}")
+        out.print(f"TensorBoard {board['id']} is ready: {board['url']}", markup=False)
     else:
         out.print(_board_line(board))
     if wait and board["state"] != "ready":

@@ -112,7 +112,7 @@ def templates(state: State, slug: str | None) -> None:
     if state.json:
         emit_json(found)
         return
-    out.print(f"[bold]{escape(found['name'])}[/] ({slug}): {escape(found['description'])}")
+    out.print(f"[bold]{escape(found['name'])}[/] ({escape(slug)}): {escape(found['description'])}")
     properties = found["parameters_schema"].get("properties", {})
     table([{"name": name, **spec} for name, spec in properties.items()], [
         ("PARAMETER", lambda p: p["name"]), ("TYPE", lambda p: p.get("type")),

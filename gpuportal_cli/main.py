@@ -6,6 +6,7 @@ import sys
 from urllib.parse import urlsplit
 
 import click
+from rich.markup import escape
 
 from gpuportal_cli import __version__, config
 from gpuportal_cli.client import EXIT_CODES_HELP, ApiError, Client, Exit
@@ -69,7 +70,8 @@ def login(state: State, username: str | None, password_stdin: bool, token_name: 
     if not settings.url:
         raise click.UsageError(f"Which portal? Give --url URL (or set {config.URL_ENV}).")
     if _insecure(settings.url):
-        err.print(f"[yellow]Warning: {settings.url} is plain HTTP: the password and token are not encrypted.")
+        err.print(f"[yellow]Warning: {escape(settings.url)} is plain HTTP: the password and token are not "
+                  "encrypted.")
     username = username or click.prompt("Username", default=getpass.getuser(), err=True)
     if password_stdin:
         password = sys.stdin.readline().rstrip("\n")
@@ -88,7 +90,8 @@ def login(state: State, username: str | None, password_stdin: bool, token_name: 
     if state.json:
         emit_json({**shown, "url": settings.url, "username": username, "config": str(path)})
     else:
-        err.print(f"Logged in to {settings.url} as {username}; token {created['prefix']}… saved in {path}.")
+        err.print(f"Logged in to {settings.url} as {username}; token {created['prefix']}… saved in {path}.",
+                  markup=False)
 
 
 @app.command()
@@ -126,7 +129,7 @@ def whoami(state: State) -> None:
     else:
         fields({**me, "groups": ", ".join(me["groups"])},
                [("User", "username"), ("Email", "email"), ("Groups", "groups"), ("Admin", "is_admin")])
-        out.print(f"Portal: {state.settings().url}")
+        out.print(f"Portal: {state.settings().url}", markup=False)
 
 
 for command in (templates, submit, jobs, job, logs, cancel, sessions, session, open_, environments,

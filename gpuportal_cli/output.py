@@ -13,8 +13,9 @@ from rich.text import Text
 
 from gpuportal_cli.client import ApiError
 
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+# Messages are never hard-wrapped (a URL must stay whole when piped); tables fit the width.
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # How a state reads at a glance.
 STATE_STYLES = {
@@ -51,16 +52,17 @@ def duration(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def cell(value: Any) -> str | Text:
+def cell(value: Any) -> Text:
+    """A value as plain text: never read as Rich markup (a job named "[/x]" prints as it is)."""
     if isinstance(value, Text):
         return value
     if value is None:
-        return ""
+        return Text("")
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return Text("yes" if value else "no")
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
+        return Text(json.dumps(value, ensure_ascii=False))
+    return Text(str(value))
 
 
 Column = tuple[str, Callable[[dict[str, Any]], Any]]

@@ -1,5 +1,6 @@
 """Notebook servers (sessions), `open`, and the software environments they can use."""
 
+import sys
 import webbrowser
 from typing import Any
 
@@ -86,9 +87,9 @@ def session_start(state: State, name: str, gpus: int | None, hours: float | None
     if state.json:
         emit_json(card)
     elif card["state"] == "ready":
-        out.print(f"Session {name} is ready: {card['url']}")
+        out.print(f"Session {name} is ready: {card['url']}", markup=False)
     else:
-        out.print(f"Session {name}: {escape(card['status'])} — `gpuportal open {name}` once ready.")
+        out.print(f"Session {name}: {card['status']} — `gpuportal open {name}` once ready.", markup=False)
     if wait and card["state"] != "ready":
         raise click.exceptions.Exit(Exit.UNSUCCESSFUL)
 
@@ -116,7 +117,7 @@ def session_stop(state: State, name: str) -> None:
     if state.json:
         emit_json({"name": name, "stopped": True})
     else:
-        out.print(f"Session {name} stopped.")
+        out.print(f"Session {name} stopped.", markup=False)
 
 
 @click.command("open")
@@ -142,7 +143,7 @@ def open_(state: State, name: str | None, browser: bool) -> None:
     if state.json:
         emit_json(card)
     else:
-        out.print(card["url"])
+        sys.stdout.write(f"{card['url']}\n")  # whole, for `$(gpuportal open)`
     if browser and not webbrowser.open(card["url"]):
         err.print("No web browser could be started here; open the URL above yourself.")
 

@@ -129,6 +129,14 @@ def test_every_read_command_prints_json(token_cli, alice, fake_hub):
     assert "history" in token_cli("jobs").stdout
 
 
+def test_text_from_the_portal_is_printed_as_it_is(token_cli, alice):
+    job = JobFactory(user=alice, name="[/oops] [red]x", reason="[bold]why")  # not Rich markup
+    listed = token_cli("jobs")
+    assert listed.returncode == 0 and "[/oops] [red]x" in listed.stdout
+    shown = token_cli("job", str(job.pk))
+    assert shown.returncode == 0 and "[/oops] [red]x" in shown.stdout and "[bold]why" in shown.stdout
+
+
 def test_jobs_filters_reach_the_api(token_cli, alice):
     JobFactory(user=alice, name="ok", state="COMPLETED")
     JobFactory(user=alice, name="bad", state="FAILED", template="pytorch-train")
