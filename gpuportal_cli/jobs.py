@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 from rich.markup import escape
+from rich.text import Text
 
 from gpuportal_cli.client import ApiError, Client, Exit
 from gpuportal_cli.config import ConfigError
@@ -85,7 +86,8 @@ def _job_result(job: dict[str, Any], state: State) -> None:
     else:
         code = "" if job.get("exit_code") is None else f", exit code {job['exit_code']}"
         elapsed = f", {duration(job['elapsed_seconds'])}" if job.get("elapsed_seconds") is not None else ""
-        err.print(f"job {job['id']} ", state_text(job["state"]), f"{code}{elapsed}", sep="")
+        why = f": {job['reason']}" if job.get("reason") and job["state"] != "COMPLETED" else ""
+        err.print(f"job {job['id']} ", state_text(job["state"]), Text(f"{code}{elapsed}{why}"), sep="")
     if job["state"] != "COMPLETED":
         raise click.exceptions.Exit(Exit.UNSUCCESSFUL)
 

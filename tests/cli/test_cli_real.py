@@ -94,6 +94,15 @@ def test_a_failing_job_makes_wait_exit_1(logged_in, poller):
     assert "FAILED, exit code 3" in done.stderr
 
 
+def test_a_job_slurm_rejects_says_why(logged_in, poller, settings):
+    # Memory no node has: sbatch refuses, and --wait ends at once with Slurm's message.
+    settings.JOBS_PARTITION_RESOURCES = {"*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48,
+                                               "cpus_without_gpu": 1, "mem_gb_without_gpu": 4000}}
+    done = logged_in("submit", "custom", "-p", "commands=true", "--gpus", "0", "--time", "5", "--wait")
+    assert done.returncode == Exit.UNSUCCESSFUL
+    assert "REJECTED" in done.stderr and "Memory specification can not be satisfied" in done.stderr
+
+
 def test_cancel_a_long_job(logged_in, poller):
     submitted = logged_in("--json", "submit", "custom", "-p", "commands=sleep 300", "--gpus", "0",
                           "--time", "10")
