@@ -1,0 +1,78 @@
+"""alice in headless Chromium: history -> compare two runs, the scaling chart with its published
+overlay, and the usage page; screenshots in test-artifacts/."""
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from portal.benchmarks.services import published_load
+from tests.benchmarks.factories import ResultFactory
+from tests.factories import JobFactory, UserFactory
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture
+def seeded():
+    published_load()  # a transactional test database starts without the migration's rows
+    alice = UserFactory(username="alice")
+    now = timezone.now()
+    results = {}
+    for gpus, value in ((1, 11.6), (2, 21.0), (4, 37.5)):
+        results[gpus] = ResultFactory(
+            user=alice, gpus=gpus, value=value, run_at=now - timedelta(minutes=gpus)
+        )
+    results[4].flagged, results[4].flag_reason = (
+        True,
+        "37.5 images/s is outside [417.6, 510.4] (reference 464)",
+    )
+    results[4].save()
+    for days, state, hours in ((1, "COMPLETED", 2.0), (9, "FAILED", 0.5), (20, "COMPLETED", 4.0)):
+        JobFactory(
+            user=alice,
+            state=state,
+            gpu_hours=hours,
+            submitted_at=now - timedelta(days=days),
+            started_at=now - timedelta(days=days) + timedelta(minutes=3),
+        )
+    return results
+
+
+def _login(page, live_server):
+    page.goto(f"{live_server.url}/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pw")
+    page.click("button[type=submit]")
+
+
+def test_compare_scaling_and_usage(page, live_server, seeded):
+    ARTIFACTS.mkdir(exist_ok=True)
+    _login(page, live_server)
+    page.click("#benchmarks-link")
+    assert page.locator("#results tr.flagged").count() == 1
+    page.check(f'input[name=ids][value="{seeded[1].pk}"]')
+    page.check(f'input[name=ids][value="{seeded[4].pk}"]')
+    page.click("#compare")
+    page.wait_for_selector("figure[data-rendered=true]")
+    assert page.locator("#compare-table th a").count() == 2
+    page.screenshot(path=ARTIFACTS / "benchmarks-compare.png", full_page=True)
+
+    page.goto(f"{live_server.url}/benchmarks/charts/?kind=scaling&model=resnet50&precision=fp32")
+    page.wait_for_selector("figure[data-rendered=true]")
+    spec = json.loads(page.locator("#chart-spec").text_content())
+    series = {row["series"] for row in spec["data"]["values"]}
+    assert any(s.startswith("Published: Dell EMC") for s in series) and "Ideal (linear from 1 GPU)" in series
+    assert page.locator("#chart canvas, #chart svg").count() >= 1
+    page.screenshot(path=ARTIFACTS / "benchmarks-scaling.png", full_page=True)
+
+    page.click("#usage-link")
+    page.wait_for_selector("figure[data-rendered=true]")
+    assert page.locator("#usage tr").count() >= 3
+    with page.expect_download() as download:
+        page.click("#usage-csv")
+    assert download.value.suggested_filename == "usage.csv"
+    page.screenshot(path=ARTIFACTS / "usage.png", full_page=True)
