@@ -20,9 +20,10 @@ from portal.tensorboards.models import ACTIVE_STATES as BOARD_ACTIVE_STATES
 from portal.tensorboards.models import TensorBoard
 from portal.tensorboards.services import tensorboards_sync
 from slurm.errors import SlurmError
+from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
 from tests.poll_helpers import slurm_poll
-from tests.servers.conftest import hub, portal_hub, wait_for  # noqa: F401 - the real hub, for sessions
+from tests.servers.conftest import wait_for
 
 GPUPORTAL = Path(sys.executable).with_name("gpuportal")
 
@@ -61,6 +62,19 @@ class Cli:
 @pytest.fixture
 def cli(tmp_path, live_server):
     return Cli(tmp_path, live_server.url)
+
+
+def login(cli: Cli, *extra: str) -> Result:
+    return cli("login", "--url", cli.url, "--username", "alice", "--password-stdin", *extra,
+               input=f"{DEMO_PASSWORDS['alice']}\n")
+
+
+@pytest.fixture
+def logged_in(cli):
+    """The CLI after `gpuportal login` as alice (real LDAP)."""
+    done = login(cli)
+    assert done.returncode == 0, done.stderr
+    return cli
 
 
 @pytest.fixture

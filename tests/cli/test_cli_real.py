@@ -1,5 +1,6 @@
-"""The CLI as a user runs it, against the live portal on the real stack: LDAP login, jobs through
-Slurm (the poll cycle runs in the background, as beat would), notebook servers through the hub."""
+"""The CLI as a user runs it, against the live portal on the real stack: LDAP login, jobs and
+TensorBoards through Slurm (the poll cycle runs in the background, as beat would). Sessions through
+the real hub: tests/servers/test_cli_sessions_real.py (the hub fixture lives there)."""
 
 import pwd
 import shutil
@@ -12,23 +13,10 @@ from pathlib import Path
 import pytest
 
 from gpuportal_cli.client import Exit
-from tests.cli.conftest import GPUPORTAL
-from tests.conftest import DEMO_PASSWORDS
+from tests.cli.conftest import GPUPORTAL, login
 from tests.servers.conftest import squeue_state, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def login(cli, *extra):
-    return cli("login", "--url", cli.url, "--username", "alice", "--password-stdin", *extra,
-               input=f"{DEMO_PASSWORDS['alice']}\n")
-
-
-@pytest.fixture
-def logged_in(cli):
-    done = login(cli)
-    assert done.returncode == 0, done.stderr
-    return cli
 
 
 def job_state(cli, job_id):
@@ -115,24 +103,6 @@ def test_cancel_a_long_job(logged_in, poller):
     wait_for(lambda: squeue_state(slurm_job) == "", 30, "the Slurm job to leave the queue")
     listed = logged_in("--json", "jobs", "--state", "CANCELLED").json()
     assert [j["id"] for j in listed] == [job["id"]]
-
-
-def test_session_start_open_and_stop_through_the_hub(logged_in, portal_hub):
-    started = logged_in("--json", "session", "start", "--name", "cli-real", "--gpus", "1", "--hours", "1",
-                        "--wait", "--interval", "1", timeout=180)
-    assert started.returncode == 0, started.stderr
-    card = started.json()
-    assert card["state"] == "ready" and card["gpus"] == 1 and card["job_id"]
-    assert card["url"] == f"{portal_hub.url}/user/alice/cli-real/lab"
-    opened = logged_in("open", "cli-real")
-    assert opened.returncode == 0 and opened.stdout.strip() == card["url"]
-    listed = logged_in("--json", "sessions").json()
-    assert [s["name"] for s in listed] == ["cli-real"]
-
-    stopped = logged_in("session", "stop", "cli-real")
-    assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: squeue_state(card["job_id"]) == "", 30, "the server's Slurm job to end")
-    assert logged_in("open", "cli-real").returncode == Exit.CONFLICT  # ended: nothing to open
 
 
 @pytest.fixture
