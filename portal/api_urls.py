@@ -5,6 +5,7 @@ from django.urls import path
 from portal.accounts import api as accounts_api
 from portal.benchmarks.api_urls import urlpatterns as benchmarks_urlpatterns
 from portal.cluster import api as cluster_api
+from portal.containers import api as containers_api
 from portal.environments import api as environments_api
 from portal.jobs import api as jobs_api
 from portal.servers import api as servers_api
@@ -16,6 +17,12 @@ urlpatterns = [
     path("tokens/<id:token_id>/", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
     path("cluster/", cluster_api.ClusterApi.as_view(), name="cluster"),
     path("environments/", environments_api.EnvironmentListApi.as_view(), name="environments"),
+    path("images/", containers_api.ImageListApi.as_view(), name="images"),
+    path("images/<id:image_id>/pull/", containers_api.ImagePullApi.as_view(), name="image-pull"),
+    path("pulls/<id:pull_id>/", containers_api.PullDetailApi.as_view(), name="pull-detail"),
+    path("registry-keys/", containers_api.CredentialListApi.as_view(), name="registry-keys"),
+    path("registry-keys/<id:credential_id>/", containers_api.CredentialDetailApi.as_view(),
+         name="registry-key-detail"),
     path("templates/", jobs_api.TemplateListApi.as_view(), name="templates"),
     path("jobs/", jobs_api.JobListCreateApi.as_view(), name="jobs"),
     path("jobs/<id:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),

@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/", include("portal.jobs.urls")),
     path("servers/", include("portal.servers.urls")),
     path("tensorboards/", include("portal.tensorboards.urls")),
+    path("containers/", include("portal.containers.urls")),
     path("", include("portal.benchmarks.urls")),
     path("oauth/", include("portal.accounts.oauth_urls")),
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),

@@ -1,6 +1,6 @@
 """What the portal asks of Slurm. Each method is one command for the whole cluster."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,13 +41,19 @@ class Slurm:
                                             parsing.squeue_format(delimiter)])
         return parsing.parse_squeue(output, delimiter)
 
-    def submit(self, *, script: str, user: str, comment: str) -> str:
+    def submit(self, *, script: str, user: str, comment: str,
+               secrets: Mapping[str, str] | None = None) -> str:
         """`sbatch --parsable` as `user`, the script on stdin (its #SBATCH lines say the rest).
 
         The comment is repeated on the command line so that sacct's SubmitLine holds it even where
-        accounting does not store comments (AccountingStoreFlags without job_comment)."""
-        output = self.runner.run("sbatch", ["--parsable", f"--comment={comment}"], as_user=user,
-                                 stdin=script)
+        accounting does not store comments (AccountingStoreFlags without job_comment).
+        `secrets`: variables set only in sbatch's environment and exported to the job by name
+        (`--export=NAMES`, nothing else of the submitter's environment): never in the script,
+        the command line or `scontrol show job`."""
+        args = ["--parsable", f"--comment={comment}"]
+        if secrets:
+            args.append(f"--export={','.join(secrets)}")
+        output = self.runner.run("sbatch", args, as_user=user, stdin=script, secrets=secrets)
         return output.strip().split(";", 1)[0]
 
     def cancel(self, *, job_id: str, user: str) -> None:

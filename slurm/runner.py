@@ -7,7 +7,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,26 +39,35 @@ class SlurmRunner:
     timeout: float = 20.0
 
     def run(self, command: str, args: Sequence[str], *, as_user: str | None = None,
-            stdin: str | None = None) -> str:
+            stdin: str | None = None, secrets: Mapping[str, str] | None = None) -> str:
         """Run `command` with `args` and return stdout, or raise SlurmUnreachable/SlurmRejected.
 
         Output is decoded as UTF-8 with replacement: job names and comments are any user's bytes."""
-        return self.run_bytes(command, args, as_user=as_user, stdin=stdin).decode("utf-8", errors="replace")
+        return self.run_bytes(command, args, as_user=as_user, stdin=stdin,
+                              secrets=secrets).decode("utf-8", errors="replace")
 
     def run_bytes(self, command: str, args: Sequence[str], *, as_user: str | None = None,
-                  stdin: str | None = None) -> bytes:
-        """As `run`, but stdout exactly as the command wrote it (e.g. a byte range of a file)."""
+                  stdin: str | None = None, secrets: Mapping[str, str] | None = None) -> bytes:
+        """As `run`, but stdout exactly as the command wrote it (e.g. a byte range of a file).
+
+        `secrets`: variables for the command's environment only (never argv, so never in `ps`);
+        through sudo they pass by name (--preserve-env), which deploy/sudoers.d/gpuportal allows
+        for these names alone."""
         argv = [str(self.bin_dir / command), *args]
         if as_user is not None:
             if not _NAME.fullmatch(as_user):
                 raise ValueError(f"not a Unix user name: {as_user!r}")
-            argv = [part.format(username=as_user) for part in self.exec_prefix] + argv
+            prefix = [part.format(username=as_user) for part in self.exec_prefix]
+            if secrets and prefix and Path(prefix[0]).name == "sudo":
+                prefix.insert(1, f"--preserve-env={','.join(secrets)}")
+            argv = prefix + argv
         try:
             # Its own process group: an exec prefix (runuser, sudo) forks the real command, and a
             # timeout must take that down too, not only the prefix.
             with subprocess.Popen(argv, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=_environment(as_user), start_new_session=True) as child:
+                                  env={**_environment(as_user), **(secrets or {})},
+                                  start_new_session=True) as child:
                 try:
                     raw_out, raw_err = child.communicate(
                         None if stdin is None else stdin.encode(), timeout=self.timeout)

@@ -60,6 +60,33 @@ def _result(world: World) -> str:
     return str((found or ResultFactory(user=world.job.user, job=world.job)).pk)
 
 
+def _image(world: World) -> int:
+    """A catalog image that is a local path: a pull of it is refused as invalid (400) past authz,
+    so nothing reaches Slurm."""
+    from portal.containers.models import Image
+
+    found = Image.objects.filter(name="local").first()
+    return (found or Image.objects.create(name="local", runtime="charliecloud",
+                                          reference="/opt/gpuportal/images/local")).pk
+
+
+def _pull(world: World) -> int:
+    """A finished pull of the owner's: reading it asks nothing of Slurm."""
+    from portal.containers.models import Image, Pull
+
+    found = Pull.objects.filter(user=world.job.user).first()
+    return (found or Pull.objects.create(user=world.job.user, image=Image.objects.get(pk=_image(world)),
+                                         state="failed", error="test")).pk
+
+
+def _key(world: World) -> int:
+    from portal.containers.models import RegistryCredential
+
+    found = RegistryCredential.objects.filter(user=world.job.user).first()
+    return (found or RegistryCredential.objects.create(user=world.job.user, registry="nvcr.io",
+                                                       username="$oauthtoken", secret=b"x")).pk
+
+
 def _board(world: World) -> int:
     """An ended TensorBoard of the owner's: its proxy answers 409 past authz, and nothing runs."""
     from portal.tensorboards.models import TensorBoard
@@ -137,6 +164,26 @@ ROWS: dict[str, list[Row]] = {
     "tensorboards/<id:board_id>/proxy/<path:path>": [Row(
         "GET", lambda w: f"/tensorboards/{_board(w)}/proxy/data/runs", P,
         {**PAGE_MINE, "owner": 409, "admin": 409})],
+    "containers/": [Row("GET", _fixed("/containers/"), P, PAGE_ANY)],
+    # A local-path image is not pulled: a message and back to the catalog, nothing reaches Slurm.
+    "containers/<id:image_id>/pull/": [Row("POST", lambda w: f"/containers/{_image(w)}/pull/", P,
+                                           {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],
+    "containers/keys/": [Row("POST", _fixed("/containers/keys/"), P,
+                             {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],
+    "containers/keys/<id:credential_id>/delete/": [Row(
+        "POST", lambda w: f"/containers/keys/{_key(w)}/delete/", P,
+        {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],  # others: a no-op
+    "api/v1/images/": [Row("GET", _fixed("/api/v1/images/"), A, API_ANY)],
+    "api/v1/images/<id:image_id>/pull/": [Row("POST", lambda w: f"/api/v1/images/{_image(w)}/pull/", A,
+                                              {**API_ANY, "owner": 400, "other": 400, "admin": 400})],
+    "api/v1/pulls/<id:pull_id>/": [Row("GET", lambda w: f"/api/v1/pulls/{_pull(w)}/", A, API_MINE)],
+    "api/v1/registry-keys/": [Row("GET", _fixed("/api/v1/registry-keys/"), A, API_ANY),
+                              Row("POST", _fixed("/api/v1/registry-keys/"), A,
+                                  {**API_ANY, "owner": 400, "other": 400, "admin": 400},
+                                  body={"registry": "not a host"})],
+    "api/v1/registry-keys/<id:credential_id>/": [Row(
+        "DELETE", lambda w: f"/api/v1/registry-keys/{_key(w)}/", A,
+        {**API_MINE, "owner": 204, "admin": 404})],
     "api/v1/tensorboards/": [Row("GET", _fixed("/api/v1/tensorboards/"), A, API_ANY),
                              Row("POST", _fixed("/api/v1/tensorboards/"), A,
                                  {**API_ANY, "owner": 400, "other": 400, "admin": 400},
@@ -250,6 +297,8 @@ def test_nobody_else_can_revoke_or_see_the_owners_things(world):
 
 ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/notebookserver/",
                 "/admin/environments/environment/", "/admin/tensorboards/tensorboard/",
+                "/admin/containers/image/", "/admin/containers/pull/",
+                "/admin/containers/registrycredential/",
                 "/admin/benchmarks/benchmarkresult/", "/admin/benchmarks/reference/",
                 "/admin/benchmarks/publishedresult/",
                 "/admin/accounts/user/",

@@ -23,7 +23,7 @@ class Environment(models.Model):
     class Kind(models.TextChoices):
         PYTHON = "python", "Python environment (Jupyter kernel)"
         MODULES = "modules", "Environment modules"
-        CONTAINER = "container", "Container image (not usable yet)"
+        CONTAINER = "container", "Container image (portal.containers)"
 
     name = models.SlugField(max_length=64, unique=True, validators=[RegexValidator(NAME_PATTERN)],
                             help_text="Lowercase letters, digits, _ and -; what users and the API pick.")
@@ -52,8 +52,9 @@ class Environment(models.Model):
 
     @property
     def usable(self) -> bool:
-        """What users may pick: switched on, passing its check, and a kind the portal can run."""
-        return self.enabled and self.healthy and self.kind != self.Kind.CONTAINER
+        """What users may pick: switched on and passing its check (a container image: also its
+        owner's, see selectors)."""
+        return self.enabled and self.healthy
 
     @property
     def versions(self) -> str:

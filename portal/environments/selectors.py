@@ -6,20 +6,26 @@ from portal.accounts.models import User
 from portal.environments.models import Environment
 
 # What users may pick; Environment.usable says the same for one row.
-_USABLE = Q(enabled=True, healthy=True) & ~Q(kind=Environment.Kind.CONTAINER)
+_USABLE = Q(enabled=True, healthy=True)
+
+
+def _visible(user: User) -> Q:
+    """A container environment needs its image (portal.containers); one a user pulled is theirs alone."""
+    return ~Q(kind=Environment.Kind.CONTAINER) | (Q(container_image__isnull=False) & (
+        Q(container_image__owner__isnull=True) | Q(container_image__owner=user.pk)))
 
 
 def environment_list(*, user: User) -> QuerySet[Environment]:
     """Admins see every environment, broken and switched-off ones too (with why); users only what
     they may pick."""
     environments = Environment.objects.all()
-    return environments if user.is_staff else environments.filter(_USABLE)
+    return environments if user.is_staff else environments.filter(_USABLE & _visible(user))
 
 
 def environment_choices(*, user: User, kernel_only: bool = False) -> QuerySet[Environment]:
     """What the forms offer, admins included: only usable environments (`kernel_only`: those a
     notebook server can use, i.e. with a Jupyter kernel)."""
-    environments = Environment.objects.filter(_USABLE)
+    environments = Environment.objects.filter(_USABLE & _visible(user))
     if kernel_only:
         environments = environments.filter(kind=Environment.Kind.PYTHON).exclude(kernel="")
     return environments

@@ -120,7 +120,9 @@ def environment_check(*, environment: Environment) -> Environment:
 def environments_check(*, environments: Sequence[Environment] | None = None) -> list[Environment]:
     """Check several at once (each is a subprocess that mostly waits on imports); the results are
     written from this thread."""
-    environments = list(Environment.objects.all() if environments is None else environments)
+    # Container images are checked by portal.containers (a pulled copy lies in its owner's home).
+    environments = list(Environment.objects.exclude(kind=Environment.Kind.CONTAINER)
+                        if environments is None else environments)
     if not environments:
         return []
     with ThreadPoolExecutor(max_workers=min(4, len(environments))) as pool:
@@ -157,7 +159,10 @@ def _check(environment: Environment) -> CheckResult:
         return _python_check(environment)
     if environment.kind == Environment.Kind.MODULES:
         return _modules_check(environment)
-    return CheckResult(False, {}, "Container environments are not usable yet.")
+    # A container image: what portal.containers recorded when it was registered or pulled.
+    if getattr(environment, "container_image", None) is None:
+        return CheckResult(False, {}, "Container environment not usable yet: no catalog image behind it.")
+    return CheckResult(environment.healthy, dict(environment.frameworks), environment.health_message)
 
 
 def _python_check(environment: Environment) -> CheckResult:

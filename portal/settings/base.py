@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "portal.poll",
     "portal.tensorboards",
     "portal.benchmarks",
+    "portal.containers",
 ]
 
 MIDDLEWARE = [
@@ -141,6 +142,39 @@ ENVIRONMENTS_DIR = env("ENVIRONMENTS_DIR", default="/opt/gpuportal/envs")
 ENVIRONMENTS_CHECK_SECONDS = env.float("ENVIRONMENTS_CHECK_SECONDS", default=3600.0)
 # Importing TensorFlow or PyTorch takes seconds on a cold file system; a hung import is broken.
 ENVIRONMENTS_CHECK_TIMEOUT_SECONDS = env.float("ENVIRONMENTS_CHECK_TIMEOUT_SECONDS", default=60.0)
+
+# --- Containers (portal.containers; README "Containers") ---
+# Which runtimes this site runs, each with its binary and default binds ('SRC[:DST][:ro]', {home}
+# for the user's home). The portal's venv is bound too: it is the Jupyter + batchspawner the
+# notebook server runs with the image's own Python. Apptainer and enroot: see the README.
+_DATA_DIR = env("GPUPORTAL_DATA_DIR", default="/data")
+_CONTAINER_BINDS = env.list("CONTAINERS_BINDS", default=["{home}", f"{_DATA_DIR}:ro"])
+_CONTAINERS_ENABLED = env.list("CONTAINERS_ENABLED_RUNTIMES", default=["charliecloud", "podman"])
+CONTAINERS_RUNTIMES = {
+    "charliecloud": {"binary": env("CONTAINERS_CHARLIECLOUD_BINARY", default="/usr/bin/ch-run")},
+    # No systemd session in a Slurm job: runc (crun refuses hybrid cgroups), cgroupfs, file events.
+    "podman": {"binary": env("CONTAINERS_PODMAN_BINARY", default="/usr/bin/podman"),
+               "global_args": ["--runtime=runc", "--cgroup-manager=cgroupfs", "--events-backend=file"],
+               "cdi": env.bool("CONTAINERS_PODMAN_CDI", default=False)},
+    "apptainer": {"binary": env("CONTAINERS_APPTAINER_BINARY", default="/usr/bin/apptainer")},
+    "enroot": {"binary": env("CONTAINERS_SRUN_BINARY", default="/usr/bin/srun"),
+               "enroot": env("CONTAINERS_ENROOT_BINARY", default="/usr/bin/enroot")},
+}
+for _name, _config in CONTAINERS_RUNTIMES.items():
+    _config.update(enabled=_name in _CONTAINERS_ENABLED, binds=list(_CONTAINER_BINDS))
+# Admin-managed images must lie under these; users' pulls go to CONTAINERS_USER_IMAGES_DIR.
+CONTAINERS_IMAGE_DIRS = env.list("CONTAINERS_IMAGE_DIRS", default=["/opt/gpuportal/images"])
+CONTAINERS_USER_IMAGES_DIR = env("CONTAINERS_USER_IMAGES_DIR", default="{home}/gpuportal/images")
+# The registry the catalog's own images come from (a stand-in for nvcr.io on the local bed).
+CONTAINERS_REGISTRY_URL = env("CONTAINERS_REGISTRY_URL", default="https://127.0.0.1:5000")
+# Registry keys are encrypted at rest with this key (Fernet), kept in a 0600 file, never in the database.
+_STATE = Path(env("GPUPORTAL_STATE", default="/var/lib/gpuportal"))
+CONTAINERS_KEY_FILE = env("CONTAINERS_KEY_FILE", default=str(_STATE / "portal" / "containers.key"))
+CONTAINERS_PULL_TIME_MINUTES = env.int("CONTAINERS_PULL_TIME_MINUTES", default=30)
+CONTAINERS_PULL_PARTITION = env("CONTAINERS_PULL_PARTITION", default="")
+# Jupyter + batchspawner for notebook servers inside images: bound at the same path, run with the
+# image's python3 (which must be the same minor version as this venv's).
+CONTAINERS_JUPYTER_ENV = env("CONTAINERS_JUPYTER_ENV", default=str(_STATE / "venv"))
 
 # --- TensorBoard from the portal (portal.tensorboards): a small CPU Slurm job as the user ---
 # What the job runs (shlex-split): a tensorboard every user can execute on the nodes.

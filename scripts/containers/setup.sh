@@ -139,6 +139,7 @@ image_build() {  # a Debian root file system with python3, as a layer tarball (c
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
     --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
+    --customize-hook="echo $IMAGE_NAME >\"\$1/etc/gpuportal-image\"" \
     bookworm "$tmp" http://deb.debian.org/debian >/dev/null
   mv -f "$tmp" "$ROOTFS"
 }

@@ -11,10 +11,18 @@ from typing import Any
 from django.conf import settings
 
 from portal.accounts.models import User
+from portal.containers.services import container_activation
 from portal.core.errors import InvalidInput
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
-from portal.jobs.job_templates import JobPaths, JobTemplate, ParameterInvalid, catalog, script_body_render
+from portal.jobs.job_templates import (
+    JobPaths,
+    JobTemplate,
+    ParameterInvalid,
+    ShellWords,
+    catalog,
+    script_body_render,
+)
 from portal.jobs.selectors import PartitionLimits, partition_limits_list
 from slurm.parsing import format_duration
 
@@ -109,14 +117,24 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
                      stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err",
                      metrics=f"{output_dir}/job-{job_uuid}.metrics.json",
                      logdir=job_logdir(home=account.pw_dir, job_uuid=job_uuid))
-    body = script_body_render(template=found, values=values, job=paths, activation=_activation(environment))
+    body = script_body_render(template=found, values=values, job=paths,
+                              activation=_activation(environment, user=user, workdir=paths.dir))
     return replace(draft, script=_header(draft, paths) + "\n" + body)
 
 
-def _activation(environment: Environment | None) -> dict[str, Any] | None:
+def _activation(environment: Environment | None, *, user: User, workdir: str) -> dict[str, Any] | None:
     """What the script's prologue needs to activate the environment (templates/jobs/_common)."""
     if environment is None:
         return None
+    if environment.kind == Environment.Kind.CONTAINER:
+        # The template's programs run inside the image: the prologue sets RUN to the runtime's
+        # exact command, which the containers adapter built and quoted.
+        try:
+            container = container_activation(environment=environment, user=user, workdir=workdir)
+        except InvalidInput as error:
+            raise InvalidInput({"parameters": error.fields}) from None
+        return {"name": environment.name, "kind": environment.kind, "runtime": container["runtime"],
+                "image": container["image"], "run": ShellWords(container["run"])}
     return {"name": environment.name, "kind": environment.kind, "path": environment.path,
             "modules": list(environment.modules)}
 
