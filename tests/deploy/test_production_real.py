@@ -152,6 +152,13 @@ def test_check_deploy_is_clean(production_portal):
     assert "System check identified no issues (0 silenced)." in done.stdout + done.stderr
 
 
+def test_debug_is_off_and_the_generated_secret_is_in_use(production_portal):
+    secret = re.search(r"^DJANGO_SECRET_KEY='([^']+)'$", production_portal.env_file.read_text(), re.M)[1]
+    done = production_portal.manage("shell", "-c", "from django.conf import settings; "
+                                    f"print(settings.DEBUG, settings.SECRET_KEY == {secret!r})")
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "False True", done.stdout + done.stderr
+
+
 def test_runs_as_the_unprivileged_account_not_root(production_portal):
     uid = pwd.getpwnam(PORTAL_USER).pw_uid
     master = production_portal.pid
