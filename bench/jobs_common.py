@@ -43,7 +43,8 @@ def history_fill(total: int, users: list, *, state_sql: str | None = None) -> No
     states = state_sql or ("(ARRAY['COMPLETED','COMPLETED','COMPLETED','FAILED','CANCELLED','TIMEOUT'])"
                            "[1 + i %% 6]")
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE jobs_job RESTART IDENTITY")
+        # CASCADE: tables that reference jobs (metrics, ...) are emptied with it.
+        cursor.execute("TRUNCATE jobs_job RESTART IDENTITY CASCADE")
         cursor.execute(f"""
             INSERT INTO jobs_job (uuid, user_id, name, template, parameters, script, partition, nodes,
                 gpus_per_node, cpus_per_node, mem_mb_per_node, time_limit, output_dir, state, reason,

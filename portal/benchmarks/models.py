@@ -43,7 +43,11 @@ class BenchmarkResult(models.Model):
         blank=True,
         help_text="Who ran it (imports: the admin)",
     )
-    job = models.ForeignKey("jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # No database constraint: results are the site's long-lived record, and the jobs table's own
+    # maintenance (bulk purges, TRUNCATE in bench/) must not be tied to them. Django still nulls it.
+    job = models.ForeignKey(
+        "jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_constraint=False
+    )
     # The key figure.
     metric = models.CharField(max_length=64, blank=True, help_text="e.g. images_per_sec, bw_mib_s")
     value = models.FloatField(null=True, blank=True)

@@ -130,15 +130,17 @@ def published_list(
 
 def choices() -> dict[str, list]:
     """Distinct values for the history's filter menus (small: from the series index)."""
-    rows = BenchmarkResult.objects.values_list("tool", "model", "precision", "gpus").distinct()[:2000]
+    rows = (
+        BenchmarkResult.objects.values_list("tool", "model", "precision", "gpus").order_by().distinct()[:2000]
+    )
     tools, models, precisions, gpus = set(), set(), set(), set()
     for tool, model, precision, count in rows:
         tools.add(tool)
         models.add(model)
         precisions.add(precision)
         gpus.add(count)
-    partitions = BenchmarkResult.objects.values_list("partition", flat=True).distinct()[:200]
-    gpu_types = BenchmarkResult.objects.values_list("gpu_type", flat=True).distinct()[:200]
+    partitions = BenchmarkResult.objects.values_list("partition", flat=True).order_by().distinct()[:200]
+    gpu_types = BenchmarkResult.objects.values_list("gpu_type", flat=True).order_by().distinct()[:200]
     clean = lambda values: sorted(v for v in values if v not in ("", None))  # noqa: E731
     return {
         "tools": clean(tools),

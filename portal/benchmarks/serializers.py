@@ -105,10 +105,52 @@ class ResultSerializer(serializers.Serializer):
         mine = viewer.is_staff or result.user_id == viewer.pk
         return result.job_id if mine else None
 
+    def to_representation(self, result: object) -> dict:
+        """The fields above, read directly: DRF's per-field machinery was most of a history page's
+        time (the declared fields still document the shape in the schema)."""
+        body = {name: getattr(result, name) for name in _PLAIN}
+        body["run_at"] = _DATETIME.to_representation(result.run_at)
+        body["user"] = result.user.username if result.user_id else None
+        body["job"] = self.get_job(result)
+        body["reference"] = result.reference_id
+        return body
+
+
+_DATETIME = serializers.DateTimeField()
+_PLAIN = (
+    "id",
+    "tool",
+    "case",
+    "source",
+    "model",
+    "framework",
+    "framework_version",
+    "precision",
+    "batch_size_per_gpu",
+    "gpus",
+    "nodes",
+    "gpu_type",
+    "environment",
+    "partition",
+    "metric",
+    "value",
+    "unit",
+    "parsed",
+    "reason",
+    "flagged",
+    "flag_reason",
+)
+
 
 class ResultDetailSerializer(ResultSerializer):
     data = serializers.JSONField(help_text="Everything the parser returned")
     reference_detail = ReferenceSerializer(source="reference", allow_null=True)
+
+    def to_representation(self, result: object) -> dict:
+        body = super().to_representation(result)
+        body["data"] = result.data
+        body["reference_detail"] = ReferenceSerializer(result.reference).data if result.reference_id else None
+        return body
 
 
 class CompareSerializer(serializers.Serializer):

@@ -95,7 +95,7 @@ class Migration(migrations.Migration):
                 ('flagged', models.BooleanField(default=False)),
                 ('flag_reason', models.CharField(blank=True, max_length=300)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='jobs.job')),
+                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, db_constraint=False, related_name='+', to='jobs.job')),
                 ('user', models.ForeignKey(blank=True, help_text='Who ran it (imports: the admin)', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
                 ('reference', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmarks.reference')),
             ],
