@@ -17,6 +17,7 @@ from portal.benchmarks.selectors import ResultFilters, result_list
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 # Charts read at most this many of the newest matching results: one bounded query whatever the history.
 CHART_ROWS = 2000
+HISTORY_POINTS = 500
 _PRECISION_WORDS = {"fp16": ("fp16", "mixed", "amp"), "amp": ("fp16", "mixed", "amp"), "fp32": ("fp32",)}
 
 
@@ -35,11 +36,13 @@ def _base(
     }
 
 
-def _series_rows(filters: ResultFilters, *, user: Any, fields: Iterable[str]) -> list[dict[str, Any]]:
+def _series_rows(
+    filters: ResultFilters, *, user: Any, fields: Iterable[str], limit: int = CHART_ROWS
+) -> list[dict[str, Any]]:
     return list(
         result_list(user=user, filters=filters)
         .filter(parsed=True, value__isnull=False)
-        .values(*fields)[:CHART_ROWS]
+        .values(*fields)[:limit]
     )
 
 
@@ -348,8 +351,12 @@ def history_chart(
 ) -> dict[str, Any]:
     """A figure over time for one series, each run a point (flagged ones in red), with the
     reference value and its band as an overlay labelled with the reference."""
+    # Points over time: the newest HISTORY_POINTS runs are what a person can tell apart.
     results = _series_rows(
-        filters, user=user, fields=("id", "run_at", "value", "unit", "flagged", "gpus", "case")
+        filters,
+        user=user,
+        fields=("id", "run_at", "value", "unit", "flagged", "gpus", "case"),
+        limit=HISTORY_POINTS,
     )
     rows = [
         {

@@ -12,7 +12,7 @@ from django.template.defaultfilters import floatformat
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
@@ -200,6 +200,14 @@ def result_view(request: HttpRequest, result_id: int) -> HttpResponse:
     )
 
 
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
+    return value
+
+
 @login_required
 def compare_view(request: HttpRequest) -> HttpResponse:
     ids = [
@@ -268,7 +276,22 @@ def compare_view(request: HttpRequest) -> HttpResponse:
         "flag_reason",
         "reason",
     ]
-    table = [(name.replace("_", " "), [getattr(r, name) for r in results]) for name in fields]
+    # Built here, like the history's rows: 20 columns x 19 fields through the template engine cost more
+    # than the queries. format_html escapes every value.
+    table = mark_safe(  # noqa: S308
+        "\n".join(
+            format_html(
+                "<tr><th>{}</th>{}</tr>",
+                name.replace("_", " "),
+                format_html_join(
+                    "",
+                    "<td>{}</td>",
+                    ((_cell(getattr(r, name)),) for r in results),
+                ),
+            )
+            for name in fields
+        )
+    )
     return render(
         request, "benchmarks/compare.html", {"results": results, "table": table, "charts": chart_list}
     )
