@@ -230,7 +230,44 @@ def precision_chart(*, user: Any, filters: ResultFilters) -> dict[str, Any]:
     )
 
 
-def storage_chart(*, user: Any, filters: ResultFilters, measure: str = "bw_mib_s") -> dict[str, Any]:
+def _with_references(
+    rows: list[dict[str, Any]], layers: list[dict[str, Any]], references: Iterable[Reference], field: str
+) -> None:
+    """Overlay references as horizontal rules at their value, each labelled with the reference (a row
+    per reference with the table's own columns, so the CSV stays whole)."""
+    columns = list(rows[0]) if rows else ["kind", field]
+    added = False
+    for reference in references:
+        rows.append(
+            {
+                **dict.fromkeys(columns),
+                "kind": "reference",
+                field: reference.value,
+                "reference": f"Reference #{reference.pk}: {reference}",
+            }
+        )
+        added = True
+    if added:
+        for row in rows:
+            row.setdefault("reference", None)
+        layers.append(
+            {
+                "transform": [{"filter": "datum.kind == 'reference'"}],
+                "mark": {"type": "rule", "strokeDash": [4, 3], "size": 2},
+                "encoding": {
+                    "y": {"field": field, "type": "quantitative"},
+                    "strokeOpacity": {"value": 0.8},
+                    "color": {"field": "reference", "type": "nominal", "title": None},
+                    "tooltip": [{"field": "reference"}, {"field": field}],
+                },
+            }
+        )
+        layers[0].setdefault("transform", []).append({"filter": "datum.kind != 'reference'"})
+
+
+def storage_chart(
+    *, user: Any, filters: ResultFilters, measure: str = "bw_mib_s", references: Iterable[Reference] = ()
+) -> dict[str, Any]:
     """fio bandwidth (or IOPS) by block size and pattern: the median over the matching runs."""
     base = ResultFilters(**{**filters.__dict__, "tool": "fio"})
     results = (
@@ -270,6 +307,8 @@ def storage_chart(*, user: Any, filters: ResultFilters, measure: str = "bw_mib_s
             },
         }
     ]
+    if measure == "bw_mib_s":
+        _with_references(rows, layers, [r for r in references if r.metric == "bw_mib_s"], "bw_mib_s")
     return _base(f"Storage (fio): {title} by block size and pattern", rows, layers)
 
 
@@ -281,7 +320,7 @@ def _fio_iops(data: dict[str, Any], pattern: str, block: str) -> float | None:
     return None
 
 
-def nccl_chart(*, results: Iterable[BenchmarkResult]) -> dict[str, Any]:
+def nccl_chart(*, results: Iterable[BenchmarkResult], references: Iterable[Reference] = ()) -> dict[str, Any]:
     """Bus bandwidth against message size, one line per chosen nccl-tests run (out-of-place)."""
     rows = []
     for result in results:
@@ -312,6 +351,7 @@ def nccl_chart(*, results: Iterable[BenchmarkResult]) -> dict[str, Any]:
             },
         }
     ]
+    _with_references(rows, layers, [r for r in references if r.metric == "busbw_gbps"], "busbw_gbps")
     return _base("NCCL bus bandwidth vs message size", rows, layers)
 
 

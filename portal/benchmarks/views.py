@@ -322,6 +322,7 @@ def charts_view(request: HttpRequest) -> HttpResponse:
             user=request.user,
             filters=filters,
             measure="iops" if query.get("measure") == "iops" else "bw_mib_s",
+            references=references,
         )
     elif kind == "nccl":
         nccl = list(
@@ -329,7 +330,7 @@ def charts_view(request: HttpRequest) -> HttpResponse:
                 user=request.user, filters=ResultFilters(**{**filters.__dict__, "tool": "nccl"})
             ).filter(parsed=True)[:5]
         )
-        spec = charts.nccl_chart(results=nccl)
+        spec = charts.nccl_chart(results=nccl, references=references)
     else:
         spec = charts.history_chart(user=request.user, filters=filters, references=references)
     return render(

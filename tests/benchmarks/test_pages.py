@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from portal.benchmarks.models import BenchmarkResult
 from portal.benchmarks.parsers import parse
+from portal.benchmarks.services import reference_create
 from tests.benchmarks.factories import ResultFactory
 from tests.factories import JobFactory, UserFactory
 
@@ -117,6 +118,24 @@ def test_every_chart_renders_with_csv_rows(alice_client):
     ResultFactory(tool="fio", case="write 8k", metric="bw_mib_s", value=50.0, data=parse("fio", fio))
     storage = _spec(alice_client.get("/benchmarks/charts/?kind=storage&measure=iops"), "chart")
     assert storage["data"]["values"][0]["iops"] > 0
+    ada = UserFactory(username="ada", is_staff=True)
+    reference_create(
+        user=ada,
+        tool="fio",
+        metric="bw_mib_s",
+        value=40.0,
+        lower=-0.1,
+        upper=None,
+        case="write 8k",
+        unit="MiB/s",
+    )
+    overlaid = _spec(alice_client.get("/benchmarks/charts/?kind=storage&references=1"), "chart")
+    [rule] = [r for r in overlaid["data"]["values"] if r["kind"] == "reference"]
+    assert rule["bw_mib_s"] == 40.0 and rule["reference"].startswith("Reference #")
+    assert (
+        len({tuple(sorted(r)) for r in overlaid["data"]["values"]}) == 1
+        and overlaid["layer"][-1]["mark"]["type"] == "rule"
+    )
     for kind in ("nccl", "history", "bogus"):
         assert alice_client.get(f"/benchmarks/charts/?kind={kind}&references=1").status_code == 200
 
