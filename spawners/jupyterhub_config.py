@@ -135,4 +135,7 @@ c.Spawner.environment = {
     "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
     # The servers' own settings: TensorBoard through jupyter-server-proxy (spawners/singleuser/).
     "JUPYTER_CONFIG_PATH": str(SINGLEUSER_CONFIG_DIR),
+    # How often a server tells the hub when it was last used (a running cell counts), which the
+    # idle culler goes by: keep it well under HUB_CULL_TIMEOUT.
+    "JUPYTERHUB_ACTIVITY_INTERVAL": env("HUB_SERVER_ACTIVITY_INTERVAL", "300"),
 }

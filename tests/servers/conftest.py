@@ -113,6 +113,8 @@ def hub(live_server):
         "HUB_SERVER_AUTH_CACHE": "5",
         # Longer than any other test keeps a server, short enough to watch the culler once.
         "HUB_CULL_TIMEOUT": str(CULL_TIMEOUT), "HUB_CULL_EVERY": "5",
+        # A server busy with a long cell reports it in time (the notebook templates run for minutes).
+        "HUB_SERVER_ACTIVITY_INTERVAL": "10",
         # The hub allows more GPUs than a node has, so a test can watch Slurm refuse a job, and
         # 2 nodes for a session spanning the local cluster's two.
         "HUB_PARTITIONS": '{"gpu": {"max_gpus": 8, "max_nodes": 2}, '
