@@ -18,15 +18,23 @@ LOGIN = "$oauthtoken"
 
 def _registry_up() -> bool:
     try:
-        return subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"https://{REGISTRY}/v2/"],
-                              capture_output=True, text=True, timeout=5).stdout == "401"
+        return (
+            subprocess.run(
+                ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"https://{REGISTRY}/v2/"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout
+            == "401"
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
 
 needs_registry = pytest.mark.skipif(
     not (REGISTRY_STATE / "api-key").exists() or not _registry_up() or not shutil.which("ch-run"),
-    reason="the local registry is not up (scripts/containers/setup.sh)")
+    reason="the local registry is not up (scripts/containers/setup.sh)",
+)
 
 
 @pytest.fixture
@@ -37,6 +45,13 @@ def api_key() -> str:
 @pytest.fixture
 def catalog(db) -> dict[str, Image]:
     """The bed's image in the catalog, once per runtime."""
-    return {runtime: image_create(name=f"python-{runtime}", runtime=runtime, reference=REFERENCE,
-                                  title=f"Python 3.11 ({runtime})", frameworks={"python": "3.11"})
-            for runtime in ("charliecloud", "podman")}
+    return {
+        runtime: image_create(
+            name=f"python-{runtime}",
+            runtime=runtime,
+            reference=REFERENCE,
+            title=f"Python 3.11 ({runtime})",
+            frameworks={"python": "3.11"},
+        )
+        for runtime in ("charliecloud", "podman")
+    }

@@ -15,8 +15,12 @@ from tests.containers.conftest import LOGIN, REGISTRY, needs_registry
 from tests.factories import UserFactory
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 (fixtures)
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db, needs_registry,
-              pytest.mark.usefixtures("polled", "cleanup_jobs")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db,
+    needs_registry,
+    pytest.mark.usefixtures("polled", "cleanup_jobs"),
+]
 
 PULL_TIMEOUT = 180
 
@@ -37,8 +41,9 @@ def _root(*argv: str) -> str:
 
 
 def _store_key(client, key: str) -> None:
-    response = client.post("/api/v1/registry-keys/", {"registry": REGISTRY, "username": LOGIN, "key": key},
-                           format="json")
+    response = client.post(
+        "/api/v1/registry-keys/", {"registry": REGISTRY, "username": LOGIN, "key": key}, format="json"
+    )
     assert response.status_code == 201, response.content
     assert key not in response.content.decode()
 
@@ -52,8 +57,9 @@ def _no_key_anywhere(key: str, job_id: str, client) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
-def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(token_client, user, catalog, api_key,
-                                                                   slurm, runtime):
+def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(
+    token_client, user, catalog, api_key, slurm, runtime
+):
     _store_key(token_client, api_key)
     image = catalog[runtime]
     response = token_client.post(f"/api/v1/images/{image.pk}/pull/")
@@ -70,13 +76,20 @@ def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(token_client
     environment = copy["environment"]
     assert environment in [e["name"] for e in token_client.get("/api/v1/environments/").json()]
 
-    commands = ("cat /etc/gpuportal-image; grep PRETTY_NAME /etc/os-release; "
-                "echo in-container CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES; "
-                "command -v sbatch || echo no-slurm-inside")
-    response = token_client.post("/api/v1/jobs/", {
-        "template": "custom", "name": f"in {runtime}",
-        "parameters": {"commands": commands, "gpus": 2, "time_limit": 5, "environment": environment},
-    }, format="json")
+    commands = (
+        "cat /etc/gpuportal-image; grep PRETTY_NAME /etc/os-release; "
+        "echo in-container CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES; "
+        "command -v sbatch || echo no-slurm-inside"
+    )
+    response = token_client.post(
+        "/api/v1/jobs/",
+        {
+            "template": "custom",
+            "name": f"in {runtime}",
+            "parameters": {"commands": commands, "gpus": 2, "time_limit": 5, "environment": environment},
+        },
+        format="json",
+    )
     assert response.status_code == 201, response.json()
     job = Job.objects.get(pk=response.json()["id"])
     binary = {"charliecloud": "/usr/bin/ch-run", "podman": "/usr/bin/podman"}[runtime]
@@ -91,8 +104,12 @@ def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(token_client
     assert f"container: {binary} " in stdout
     visible = next(line for line in stdout.splitlines() if line.startswith("in-container"))
     assert len(visible.split("=", 1)[1].split(",")) == 2, visible  # the 2 allocated GPUs
-    for text in (stdout, stderr, str(Job.objects.filter(pk=job.pk).values().first()),
-                 str(list(Pull.objects.values()))):
+    for text in (
+        stdout,
+        stderr,
+        str(Job.objects.filter(pk=job.pk).values().first()),
+        str(list(Pull.objects.values())),
+    ):
         assert api_key not in text
 
     # bob sees neither alice's copy nor its environment, and cannot run it.
@@ -102,9 +119,11 @@ def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(token_client
     assert body["result"] not in [i["id"] for i in token_client.get("/api/v1/images/").json()]
     assert environment not in [e["name"] for e in token_client.get("/api/v1/environments/").json()]
     assert token_client.get(f"/api/v1/pulls/{pull['id']}/").status_code == 404
-    response = token_client.post("/api/v1/jobs/", {
-        "template": "custom", "parameters": {"commands": "true", "gpus": 0, "environment": environment}},
-        format="json")
+    response = token_client.post(
+        "/api/v1/jobs/",
+        {"template": "custom", "parameters": {"commands": "true", "gpus": 0, "environment": environment}},
+        format="json",
+    )
     assert response.status_code == 400 and "environment" in response.json()["fields"]["parameters"]
 
 
