@@ -20,6 +20,7 @@ from portal.tensorboards.services import tensorboards_sync
 from tests.environments.conftest import needs_real_envs
 from tests.factories import UserFactory
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 (fixtures)
+from tests.servers.factories import NotebookServerFactory
 from tests.tensorboards.conftest import TRAINING, slurm_job_gone, sync_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, needs_real_envs,
@@ -91,6 +92,17 @@ def test_training_metrics_recorded_and_tensorboard_from_the_job(token_client, sl
     stopped = token_client.delete(f"/api/v1/tensorboards/{board.pk}/").json()
     assert stopped["state"] == "ended" and stopped["reason"] == "Stopped by you."
     assert slurm_job_gone(board.slurm_job_id)
+
+
+def test_a_sessions_tensorboard_opens_its_logs_folder(token_client, user, slurm):
+    NotebookServerFactory(user=user, name="tbsession")
+    response = token_client.post("/api/v1/tensorboards/", {"session": "tbsession"}, format="json")
+    assert response.status_code == 201, response.json()
+    started = response.json()
+    assert started["logdir"] == f"{pwd.getpwnam('alice').pw_dir}/logs" and started["session"] == "tbsession"
+    assert started["state"] == "queued" and started["slurm_job_id"]
+    stopped = token_client.delete(f"/api/v1/tensorboards/{started['id']}/").json()
+    assert stopped["state"] == "ended" and slurm_job_gone(started["slurm_job_id"])
 
 
 def test_an_empty_folder_opens_and_an_idle_tensorboard_is_stopped(token_client, slurm, settings):

@@ -25,6 +25,7 @@ from portal.tensorboards.proxy import proxy_url
 from portal.tensorboards.script import tensorboard_script
 from portal.tensorboards.startup import AddressRefused, startup_address
 from tests.factories import JobFactory, UserFactory
+from tests.servers.factories import NotebookServerFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTER = ROOT / "templates/jobs/_common/metrics_export.py"
@@ -296,3 +297,14 @@ def test_a_finished_board_is_not_proxied_and_stopping_it_again_changes_nothing(t
     client.force_login(board.user)
     assert client.get(f"/tensorboards/{board.pk}/proxy/").status_code == 409
     assert uuid.UUID(response.json()["uuid"]) == board.uuid
+
+
+@pytest.mark.django_db
+def test_a_sessions_card_has_open_tensorboard(settings):
+    settings.JUPYTERHUB_API_URL = "http://127.0.0.1:9/hub/api"  # no hub needed for the card
+    settings.JUPYTERHUB_TIMEOUT_SECONDS = 1
+    server = NotebookServerFactory(user=UserFactory(username="alice"), name="mine")
+    client = Client()
+    client.force_login(server.user)
+    page = client.get("/servers/").content.decode()
+    assert 'id="tensorboard-mine"' in page and 'name="session" value="mine"' in page
