@@ -270,3 +270,14 @@ def test_reference_band_is_what_flags():
     assert reference.bounds == pytest.approx((90, 120))
     assert reference.outside(89) and reference.outside(121) and not reference.outside(100)
     assert not Reference(value=100, lower=None, upper=None).outside(1e9)
+
+
+def test_jobs_ended_records_through_the_task(monkeypatch, cluster):
+    """The receiver only enqueues; the (eager here) task records every benchmark job it was given."""
+    from portal.jobs.models import Job
+    from portal.jobs.signals import jobs_ended
+
+    _stub_output(monkeypatch, RESNET_OUTPUT)
+    jobs = [_ended_job(), JobFactory(template="custom", started_at=timezone.now())]
+    jobs_ended.send(sender=Job, job_ids=[job.pk for job in jobs])
+    assert list(BenchmarkResult.objects.values_list("job_id", flat=True)) == [jobs[0].pk]
