@@ -281,3 +281,22 @@ def test_jobs_ended_records_through_the_task(monkeypatch, cluster):
     jobs = [_ended_job(), JobFactory(template="custom", started_at=timezone.now())]
     jobs_ended.send(sender=Job, job_ids=[job.pk for job in jobs])
     assert list(BenchmarkResult.objects.values_list("job_id", flat=True)) == [jobs[0].pk]
+
+
+def test_unreadable_output_is_tried_again(monkeypatch, cluster):
+    from portal.benchmarks.tasks import benchmarks_record
+    from portal.core.errors import Unavailable
+
+    data = RESNET_OUTPUT.encode()
+    calls = []
+
+    def read(*, job, stream, offset=0, limit=None):
+        calls.append(job.pk)
+        if len(calls) == 1:
+            raise Unavailable("sudo did not answer")
+        return LogChunk(stream, RESNET_OUTPUT, 0, len(data), len(data), exists=True, complete=True)
+
+    monkeypatch.setattr(services, "job_log_read", read)
+    job = _ended_job()
+    benchmarks_record.delay([job.pk])  # eager here: the retry runs at once
+    assert len(calls) == 2 and BenchmarkResult.objects.get().job == job
