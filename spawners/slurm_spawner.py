@@ -9,6 +9,11 @@
   `environment_path`). The spawner checks only their shape (plain names; a normalised path under
   `environments_dir`) and quotes them; the job runs as the user, so a user who calls the hub API
   directly can at most pick another folder under that root, as the user.
+- A container image (an environment of kind container): the portal sends the image's runtime and
+  what it runs (`container_runtime`, `container_image`); the spawner checks them (a runtime it has,
+  a valid reference or a plain path under its image folders, the user's own included) and wraps the
+  server's command with the containers adapter (portal/containers/runtimes.py), which binds home,
+  data and the hub's own Python environment (Jupyter + batchspawner, run by the image's python3).
 - One `squeue` for all servers of the hub (`QueuePoller`): polls share the latest snapshot, and a
   Slurm that does not answer means "unknown" (the server is kept), never "gone".
 """
@@ -17,6 +22,7 @@ import asyncio
 import json
 import logging
 import math
+import pwd
 import re
 import shlex
 import sys
@@ -30,8 +36,11 @@ from batchspawner import JobStatus, SlurmSpawner
 from batchspawner.api import BatchSpawnerAPIHandler
 from jupyterhub import apihandlers
 from tornado import web
-from traitlets import Dict, Float, Integer, Unicode, default
+from traitlets import Dict, Float, Integer, List, Unicode, default
 
+from portal.containers.references import PATH as IMAGE_PATH
+from portal.containers.references import ReferenceInvalid, reference_parse
+from portal.containers.runtimes import RUNTIMES, Bind, Launch, LaunchInvalid
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import QueuedJob
@@ -42,7 +51,12 @@ logger = logging.getLogger(__name__)
 PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "RESIZING"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING"})
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", *ENVIRONMENT_KEYS})
+CONTAINER_KEYS = ("container_runtime", "container_image")
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", *ENVIRONMENT_KEYS, *CONTAINER_KEYS})
+# What a server inside a container gets from the job's environment (Podman and enroot pass only
+# what they are told): the hub's variables, the GPUs, the portal's and TensorBoard's settings.
+CONTAINER_ENV = ("CUDA_VISIBLE_DEVICES", "JUPYTERHUB_*", "JPY_*", "TENSORBOARD_PROXY_URL", "GPUPORTAL_*",
+                 "HOME", "USER", "PATH", "LANG", "SLURM_*")
 # The portal's shapes (portal/environments/models.py); the hub cannot import the portal.
 ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -75,6 +89,14 @@ class EnvironmentChoice:
 
 
 @dataclass(frozen=True)
+class ContainerChoice:
+    """A container image to run the server in: the runtime's name and the image it runs."""
+
+    runtime: str
+    image: str
+
+
+@dataclass(frozen=True)
 class ServerOptions:
     """The only options a server is started with; CPUs and memory are per node, derived."""
 
@@ -85,11 +107,15 @@ class ServerOptions:
     cpus: int
     mem_gb: int
     environment: EnvironmentChoice | None = None
+    container: ContainerChoice | None = None
 
     def as_user_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
                                    "nodes": self.nodes}
-        if self.environment is not None:
+        if self.container is not None:
+            options.update(environment=self.environment.name if self.environment else "",
+                           container_runtime=self.container.runtime, container_image=self.container.image)
+        elif self.environment is not None:
             options.update(environment=self.environment.name, environment_kernel=self.environment.kernel,
                            environment_path=self.environment.path)
         return options
@@ -118,9 +144,42 @@ def _number(value: object, name: str) -> float:
     return number
 
 
-def environment_choice(raw: dict, environments_dir: str) -> EnvironmentChoice | None:
-    """The environment options' shape (the portal checked that the environment exists and works)."""
+def container_choice(raw: dict, *, runtimes: dict[str, dict], image_dirs: list[str],
+                     home: str) -> ContainerChoice | None:
+    """The container options' shape: a runtime this hub runs, and a registry reference or a plain
+    path under one of `image_dirs` (`{home}`: the user's home). The portal checked the rest."""
+    runtime, image = (raw.get(key) or "" for key in CONTAINER_KEYS)
+    if not runtime and not image:
+        return None
+    if not isinstance(runtime, str) or runtime not in runtimes or runtime not in RUNTIMES:
+        raise OptionError(f"container_runtime must be one of {', '.join(sorted(runtimes)) or 'none here'}.")
+    if not isinstance(image, str) or not image:
+        raise OptionError("container_image must be an image reference or path.")
+    if image.startswith("/"):
+        roots = [d.replace("{home}", home).rstrip("/") for d in image_dirs]
+        if not IMAGE_PATH.fullmatch(image) or ".." in image.split("/") or not any(
+                image.startswith(f"{root}/") for root in roots):
+            raise OptionError("container_image must be a plain path under the image folders.")
+    else:
+        try:
+            reference_parse(image)
+        except ReferenceInvalid as error:
+            raise OptionError(f"container_image: {error}") from None
+    return ContainerChoice(runtime=runtime, image=image)
+
+
+def environment_choice(raw: dict, environments_dir: str, *,
+                       container: bool = False) -> EnvironmentChoice | None:
+    """The environment options' shape (the portal checked that the environment exists and works).
+    A container environment comes with its name only."""
     name, kernel, path = (raw.get(key) or "" for key in ENVIRONMENT_KEYS)
+    if container:
+        if kernel or path:
+            raise OptionError("A container environment comes without environment_kernel and "
+                              "environment_path.")
+        if name and (not isinstance(name, str) or not ENVIRONMENT_NAME.fullmatch(name)):
+            raise OptionError("environment must be a plain name (lowercase letters, digits, _ and -).")
+        return EnvironmentChoice(name=name, kernel="", path="") if name else None
     if not name:
         if kernel or path:
             raise OptionError("environment_kernel and environment_path come with an environment.")
@@ -138,7 +197,8 @@ def environment_choice(raw: dict, environments_dir: str) -> EnvironmentChoice | 
 
 def rebuild_options(raw: object, *, policies: dict[str, PartitionPolicy], default_partition: str,
                     default_hours: float, gpus_in_use: int, max_gpus_per_user: int,
-                    environments_dir: str = "/opt/gpuportal/envs") -> ServerOptions:
+                    environments_dir: str = "/opt/gpuportal/envs", container_runtimes: dict | None = None,
+                    container_image_dirs: list[str] | None = None, home: str = "") -> ServerOptions:
     """Validate what a caller asked for and rebuild the options from scratch, or raise OptionError."""
     if not isinstance(raw, dict):
         raise OptionError("Options must be an object.")
@@ -174,9 +234,13 @@ def rebuild_options(raw: object, *, policies: dict[str, PartitionPolicy], defaul
         raise OptionError(f"Partition {partition} allows 1 to {policy.max_nodes} node(s).")
 
     units = max(gpus, 1)  # a CPU-only server gets one GPU's share of cores and memory
+    container = container_choice(raw, runtimes=container_runtimes or {},
+                                 image_dirs=container_image_dirs or [], home=home)
     return ServerOptions(partition=partition, gpus=gpus, hours=hours, nodes=nodes,
                          cpus=units * policy.cpus_per_gpu, mem_gb=units * policy.mem_gb_per_gpu,
-                         environment=environment_choice(raw, environments_dir))
+                         environment=environment_choice(raw, environments_dir,
+                                                        container=container is not None),
+                         container=container)
 
 
 @dataclass(frozen=True)
@@ -273,6 +337,20 @@ class PortalSlurmSpawner(SlurmSpawner):
         "/opt/gpuportal/envs", help="The only folder software environments may live under (the "
                                     "portal's ENVIRONMENTS_DIR).").tag(config=True)
 
+    container_runtimes = Dict(
+        default_value={"charliecloud": {"binary": "/usr/bin/ch-run"},
+                       "podman": {"binary": "/usr/bin/podman", "global_args": [
+                           "--runtime=runc", "--cgroup-manager=cgroupfs", "--events-backend=file"]}},
+        help="Container runtimes servers may run in (the portal's CONTAINERS_RUNTIMES, enabled ones): "
+             "name -> binary and options.").tag(config=True)
+    container_binds = List(
+        Unicode(), default_value=["{home}", "/data:ro"],
+        help="Binds of a server's container, 'SRC[:DST][:ro]', {home} the user's home (the portal's "
+             "CONTAINERS_BINDS).").tag(config=True)
+    container_image_dirs = List(
+        Unicode(), default_value=["/opt/gpuportal/images", "{home}/gpuportal/images"],
+        help="The only folders a container image path may lie under ({home}: the user's).").tag(config=True)
+
     exec_prefix = Unicode("/usr/sbin/runuser -u {username} --").tag(config=True)
     # Starting servers share the poller's snapshot, so checking often costs no extra squeue.
     startup_poll_interval = Float(0.25).tag(config=True)
@@ -340,6 +418,7 @@ set -euo pipefail
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.software_environment: EnvironmentChoice | None = None
+        self.container: ContainerChoice | None = None
         self.queue_reason = ""
         self._fresh_after = -math.inf
         self._busy = False
@@ -359,8 +438,11 @@ set -euo pipefail
             user_options, policies=self.policies(), default_partition=self.default_partition,
             default_hours=self.default_hours, gpus_in_use=self.gpus_in_use(),
             max_gpus_per_user=self.max_gpus_per_user, environments_dir=self.environments_dir,
+            container_runtimes=self.container_runtimes, container_image_dirs=self.container_image_dirs,
+            home=self._home(),
         )
         self.software_environment = options.environment
+        self.container = options.container
         self.req_partition = options.partition
         self.req_runtime = str(math.ceil(round(options.hours * 60, 6)))  # minutes; 1/60 h is 1
         self.req_nodes = str(options.nodes)
@@ -374,11 +456,45 @@ set -euo pipefail
             self.orm_spawner.user_options = self.user_options
         return options
 
+    def _home(self) -> str:
+        try:
+            return pwd.getpwnam(self.user.name).pw_dir
+        except KeyError:
+            return f"/home/{self.user.name}"
+
+    def container_prefix(self) -> str:
+        """Bash lines setting RUN to the runtime's command for the server: the containers adapter
+        builds it; this hub's Python environment is bound at its own path, so the server runs from
+        it with the image's python3."""
+        assert self.container is not None
+        home = self._home()
+        config = dict(self.container_runtimes[self.container.runtime])
+        runtime = RUNTIMES[self.container.runtime](binary=str(config.pop("binary")), options=config)
+        env = tuple(name for name in CONTAINER_ENV if runtime.name == "podman" or "*" not in name)
+        try:
+            binds = tuple(Bind.parse(text, home=home) for text in self.container_binds)
+            jupyter = Bind(sys.prefix, sys.prefix, read_only=True)
+            launch = Launch(image=self.container.image, binds=(*binds, jupyter), env=env, workdir=home,
+                            gpus=True)
+            return runtime.shell_prefix(launch)
+        except LaunchInvalid as error:
+            raise web.HTTPError(400, f"container: {error}") from error
+
+    def cmd_formatted_for_batch(self) -> str:
+        command = super().cmd_formatted_for_batch()
+        return f'"${{RUN[@]}}" {command}' if self.container is not None else command
+
     def get_req_subvars(self) -> dict[str, Any]:
         """The batch script's variables: the chosen environment's bin/ goes first on PATH, after the
-        configured prologue (so terminals and `torchrun` find its programs)."""
+        configured prologue (so terminals and `torchrun` find its programs); in a container, the
+        runtime's command (RUN) that the server's command follows."""
         subvars = super().get_req_subvars()
-        if self.software_environment is not None:
+        if self.container is not None:
+            lines = [subvars.get("prologue") or "", self.container_prefix(),
+                     f"export GPUPORTAL_ENVIRONMENT={shlex.quote(self.software_environment.name)}"
+                     if self.software_environment else ""]
+            subvars["prologue"] = "\n".join(line for line in lines if line)
+        elif self.software_environment is not None:
             lines = [subvars.get("prologue") or "",
                      f'export PATH={shlex.quote(self.software_environment.path + "/bin")}:"$PATH"',
                      f"export GPUPORTAL_ENVIRONMENT={shlex.quote(self.software_environment.name)}"]
@@ -389,7 +505,7 @@ set -euo pipefail
         """The chosen environment's kernel is JupyterLab's default for new notebooks (batchspawner
         puts these words into the script as they are: quoted here)."""
         args = super().get_args()
-        if self.software_environment is not None:
+        if self.software_environment is not None and self.software_environment.kernel:
             kernel = self.software_environment.kernel
             args.append(shlex.quote(f"--MappingKernelManager.default_kernel_name={kernel}"))
         return args

@@ -20,7 +20,8 @@ from django.conf import settings
 
 from portal.containers.references import PATH, Reference, reference_parse
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# A trailing * (Podman only): every variable of the job with that prefix.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\*?$")
 # Where a pull job finds the registry login and key: set only in sbatch's environment (exported
 # to the job by name), never in the script or on a command line.
 USERNAME_VARIABLE = "GPUPORTAL_REGISTRY_USERNAME"
@@ -300,8 +301,9 @@ class Enroot(Runtime):
             )
         if launch.workdir:
             argv.append(f"--container-workdir={launch.workdir}")
-        if launch.env:
-            argv.append("--container-env=" + ",".join(launch.env))
+        # pyxis passes the job's environment itself; these names are kept over the image's.
+        if names := [name for name in launch.env if not name.endswith("*")]:
+            argv.append("--container-env=" + ",".join(names))
         return argv
 
     def pull_lines(self, *, reference: Reference, destination: str, mount_points: Sequence[str]) -> list[str]:

@@ -24,10 +24,11 @@ def environment_list(*, user: User) -> QuerySet[Environment]:
 
 def environment_choices(*, user: User, kernel_only: bool = False) -> QuerySet[Environment]:
     """What the forms offer, admins included: only usable environments (`kernel_only`: those a
-    notebook server can use, i.e. with a Jupyter kernel)."""
+    notebook server can use, i.e. with a Jupyter kernel or a container image it runs in)."""
     environments = Environment.objects.filter(_USABLE & _visible(user))
     if kernel_only:
-        environments = environments.filter(kind=Environment.Kind.PYTHON).exclude(kernel="")
+        environments = environments.filter(Q(kind=Environment.Kind.PYTHON, kernel__gt="")
+                                           | Q(kind=Environment.Kind.CONTAINER))
     return environments
 
 

@@ -57,7 +57,12 @@ class ServerOptions:
         travel with its name, and the spawner checks their shape (spawners/slurm_spawner.py)."""
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
                                    "nodes": self.nodes}
-        if self.environment is not None:
+        if self.environment is not None and self.environment.kind == Environment.Kind.CONTAINER:
+            # The spawner runs the server in the image (portal.containers; its runtime and image).
+            image = self.environment.container_image
+            options.update(environment=self.environment.name, container_runtime=image.runtime,
+                           container_image=image.runnable)
+        elif self.environment is not None:
             options.update(environment=self.environment.name, environment_kernel=self.environment.kernel,
                            environment_path=self.environment.path)
         return options
@@ -103,11 +108,13 @@ def server_options_clean(*, user: User, name: str, partition: str | None, gpus: 
         errors["nodes"] = f"Partition {chosen.name} has {chosen.node_count} node(s)."
     chosen_environment = None
     if environment:
-        # Only environments with a Jupyter kernel (kind python) make sense in a notebook server.
+        # Environments with a Jupyter kernel (kind python) or a container image the server runs in.
         chosen_environment = environment_get(user=user, name=environment)
-        if chosen_environment is None or chosen_environment.kind != Environment.Kind.PYTHON:
+        if chosen_environment is None or chosen_environment.kind not in (Environment.Kind.PYTHON,
+                                                                         Environment.Kind.CONTAINER):
             errors["environment"] = (f"Unknown or unavailable environment {environment!r} for a notebook "
-                                     "server; GET /api/v1/environments/ lists them (kind python).")
+                                     "server; GET /api/v1/environments/ lists them (kind python or "
+                                     "container).")
     if active.filter(name=name).exists():
         errors["name"] = f"You already have a server named {name}."
     elif active.count() >= settings.SERVERS_MAX_PER_USER:
