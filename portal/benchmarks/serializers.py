@@ -210,7 +210,7 @@ class ReferenceInputSerializer(serializers.Serializer):
         child=serializers.IntegerField(min_value=1, max_value=2**62),
         required=False,
         min_length=1,
-        max_length=1000,
+        max_length=100,  # a form body stays under DATA_UPLOAD_MAX_NUMBER_FIELDS
         help_text="Result ids: the reference is their median (no value needed)",
     )
     tool = serializers.ChoiceField(choices=TOOLS, required=False)
