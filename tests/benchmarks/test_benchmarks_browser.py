@@ -54,12 +54,17 @@ def test_compare_scaling_and_usage(page, live_server, seeded):
     _login(page, live_server)
     page.click("#benchmarks-link")
     assert page.locator("#results tr.flagged").count() == 1
+    page.screenshot(path=ARTIFACTS / "benchmarks-history.png", full_page=True)
     page.check(f'input[name=ids][value="{seeded[1].pk}"]')
     page.check(f'input[name=ids][value="{seeded[4].pk}"]')
     page.click("#compare")
     page.wait_for_selector("figure[data-rendered=true]")
     assert page.locator("#compare-table th a").count() == 2
     page.screenshot(path=ARTIFACTS / "benchmarks-compare.png", full_page=True)
+    page.click(f'#compare-table a[href="/benchmarks/{seeded[4].pk}/"]')
+    assert "outside [417.6, 510.4]" in page.locator("#flag").inner_text()
+    page.wait_for_selector("figure[data-rendered=true]")
+    page.screenshot(path=ARTIFACTS / "benchmarks-result-flagged.png", full_page=True)
 
     page.goto(f"{live_server.url}/benchmarks/charts/?kind=scaling&model=resnet50&precision=fp32")
     page.wait_for_selector("figure[data-rendered=true]")
