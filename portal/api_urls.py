@@ -7,7 +7,10 @@ from portal.benchmarks.api_urls import urlpatterns as benchmarks_urlpatterns
 from portal.cluster import api as cluster_api
 from portal.containers import api as containers_api
 from portal.environments import api as environments_api
+from portal.extensions import api as extensions_api
 from portal.jobs import api as jobs_api
+from portal.launches import api as launches_api
+from portal.notifications import api as notifications_api
 from portal.servers import api as servers_api
 from portal.tensorboards import api as tensorboards_api
 
@@ -31,6 +34,12 @@ urlpatterns = [
     path("jobs/<id:job_id>/metrics/", jobs_api.JobMetricsApi.as_view(), name="job-metrics"),
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
+    path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),
+    path("jobs/<id:job_id>/extend/", extensions_api.JobExtendApi.as_view(), name="job-extend"),
+    path("extensions/", extensions_api.ExtensionListApi.as_view(), name="extensions"),
+    path("presets/", launches_api.PresetListCreateApi.as_view(), name="presets"),
+    path("presets/<id:preset_id>/", launches_api.PresetDetailApi.as_view(), name="preset-detail"),
+    path("notifications/", notifications_api.PreferenceApi.as_view(), name="notifications"),
     path("tensorboards/", tensorboards_api.TensorBoardListCreateApi.as_view(), name="tensorboards"),
     path("tensorboards/<id:board_id>/", tensorboards_api.TensorBoardDetailApi.as_view(),
          name="tensorboard-detail"),

@@ -1,5 +1,6 @@
 """What the portal asks of Slurm. Each method is one command for the whole cluster."""
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -9,6 +10,10 @@ from django.conf import settings
 
 from slurm import parsing
 from slurm.runner import SlurmRunner
+
+_JOB_ID = re.compile(r"^[1-9][0-9]{0,15}$")
+# Slurm's largest finite time limit (INFINITE is one more); a sanity bound, the caps are lower.
+MAX_MINUTES = 0xFFFFFFFE
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,16 @@ class Slurm:
 
     def cancel(self, *, job_id: str, user: str) -> None:
         self.runner.run("scancel", [job_id], as_user=user)
+
+    def time_limit_set(self, *, job_id: str, minutes: int) -> None:
+        """`scontrol update JobId=N TimeLimit=M` as the portal's own account, not as the job's
+        owner: a plain Slurm user may only lower a limit, so raising one (walltime extension)
+        needs the service account to be a Slurm Operator (slurm/dev/services/slurm.sh)."""
+        if not _JOB_ID.fullmatch(job_id):
+            raise ValueError(f"not a Slurm job id: {job_id!r}")
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
+            raise ValueError(f"not a time limit in minutes: {minutes!r}")
+        self.runner.run("scontrol", ["update", f"JobId={job_id}", f"TimeLimit={minutes}"])
 
     def accounting(self, *, job_ids: Sequence[str] = (), since: datetime | None = None,
                    users: Sequence[str] = ()) -> parsing.Parsed[parsing.AccountedJob]:

@@ -96,6 +96,14 @@ def _board(world: World) -> int:
                                                 state="ended", reason="Stopped by you.")).pk
 
 
+def _preset(world: World) -> int:
+    from portal.launches.models import Preset
+
+    found = Preset.objects.filter(user=world.job.user).first()
+    return (found or Preset.objects.create(user=world.job.user, kind="session", name="mine",
+                                           values={"gpus": 1})).pk
+
+
 PAGE_ADMIN = {**PAGE_ANY, "owner": 403, "other": 403}
 API_ADMIN = {**API_ANY, "owner": 403, "other": 403, "admin": 400}  # admin: past authz, refused as invalid
 
@@ -150,6 +158,33 @@ ROWS: dict[str, list[Row]] = {
             {**API_MINE, "owner": 503, "admin": 404})],
     "api/v1/jobs/<id:job_id>/metrics/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/metrics/", A,
                                              API_MINE)],
+    # The owner's job and session are not running: past authz, refused with 409 (a message on pages);
+    # extending is the owner's call, so an admin gets 404 too.
+    "api/v1/jobs/<id:job_id>/extend/": [Row("POST", lambda w: f"/api/v1/jobs/{w.job.pk}/extend/", A,
+                                            {**API_MINE, "owner": 409, "admin": 404}, body={"minutes": 5})],
+    "api/v1/sessions/<slug:name>/extend/": [Row(
+        "POST", lambda w: f"/api/v1/sessions/{w.server.name}/extend/", A,
+        {**API_MINE, "owner": 409, "admin": 404}, body={"minutes": 5})],
+    "api/v1/extensions/": [Row("GET", _fixed("/api/v1/extensions/"), A, API_ANY)],
+    "extensions/jobs/<id:job_id>/": [Row("POST", lambda w: f"/extensions/jobs/{w.job.pk}/", P,
+                                         {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "extensions/sessions/<slug:name>/": [Row("POST", lambda w: f"/extensions/sessions/{w.server.name}/", P,
+                                             {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "api/v1/presets/": [Row("GET", _fixed("/api/v1/presets/"), A, API_ANY),
+                        Row("POST", _fixed("/api/v1/presets/"), A,
+                            {**API_ANY, "owner": 400, "other": 400, "admin": 400}, body={"kind": "nope"})],
+    "api/v1/presets/<id:preset_id>/": [Row("DELETE", lambda w: f"/api/v1/presets/{_preset(w)}/", A,
+                                           {**API_MINE, "owner": 204, "admin": 404})],
+    # No preset name posted: refused with a message, back to the form.
+    "launches/presets/session/": [Row("POST", _fixed("/launches/presets/session/"), P,
+                                      {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],
+    "launches/presets/job/<slug:slug>/": [Row("POST", _fixed("/launches/presets/job/custom/"), P,
+                                              {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],
+    "launches/presets/<id:preset_id>/delete/": [Row(
+        "POST", lambda w: f"/launches/presets/{_preset(w)}/delete/", P,
+        {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "notifications/": [Row("GET", _fixed("/notifications/"), P, PAGE_ANY)],
+    "api/v1/notifications/": [Row("GET", _fixed("/api/v1/notifications/"), A, API_ANY)],
     "tensorboards/": [Row("GET", _fixed("/tensorboards/"), P, PAGE_ANY)],
     # No source given: refused as invalid (a message and back to the list), nothing reaches Slurm.
     "tensorboards/open/": [Row("POST", _fixed("/tensorboards/open/"), P,
@@ -301,7 +336,7 @@ ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/a
                 "/admin/containers/registrycredential/",
                 "/admin/benchmarks/benchmarkresult/", "/admin/benchmarks/reference/",
                 "/admin/benchmarks/publishedresult/",
-                "/admin/accounts/user/",
+                "/admin/accounts/user/", "/admin/extensions/extensionrequest/",
                 "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
                 "/admin/axes/accessattempt/"]
 

@@ -36,6 +36,8 @@ class JobSubmitInputSerializer(serializers.Serializer):
     template = serializers.CharField(max_length=64)
     parameters = serializers.JSONField(default=dict, help_text="Values for the template's parameters")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    notify_email = serializers.BooleanField(
+        required=False, help_text="E-mail me when it ends; default: your setting (/api/v1/notifications/)")
 
 
 class JobFilterSerializer(serializers.Serializer):

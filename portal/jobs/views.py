@@ -30,6 +30,8 @@ from portal.jobs.selectors import (
 )
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_submit
+from portal.launches.selectors import job_initial
+from portal.notifications.services import job_notify_set, preference_get
 
 PAGE_SIZE = 50
 
@@ -127,6 +129,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
             if request.POST.get("action") == "submit":
                 job = job_submit(user=request.user, template=slug, parameters=values, name=name or None,
                                  job_uuid=job_uuid)
+                job_notify_set(job=job, email=request.POST.get("notify_email") == "on")
                 messages.info(request, f"Job {job.name} submitted: {job.get_state_display().lower()}.")
                 return redirect("jobs:detail", job_id=job.pk)
             preview = job_prepare(user=request.user, template=slug, parameters=values, name=name or None,
@@ -137,10 +140,10 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         job_uuid = uuid.uuid4()
         values = {p.name: p.default for p in template.parameters}
         name = template.slug
-        clone_id = id_or_none(request.GET.get("clone", ""))
-        if clone_id and (original := job_get(user=request.user, job_id=clone_id)):
-            values.update({k: v for k, v in original.parameters.items() if template.parameter(k)})
-            name = original.name
+        # A clone, a preset, or the user's last job of this template (portal.launches).
+        if start := job_initial(user=request.user, template=slug, query=request.GET):
+            values.update({k: v for k, v in start[0].items() if template.parameter(k)})
+            name = start[1]
     environments = list(environment_choices(user=request.user))
     chosen = values.get("environment") if isinstance(values.get("environment"), str) else ""
     parameter_errors = errors.get("parameters", {}) if isinstance(errors.get("parameters"), dict) else {}
@@ -153,6 +156,8 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         # A clone of a job whose environment has since gone keeps it visible (and refused) rather
         # than silently falling back to none.
         "environment_gone": chosen if chosen and chosen not in {e.name for e in environments} else "",
+        "notify_email": request.POST.get("notify_email") == "on" if request.method == "POST"
+        else preference_get(user=request.user).email_on_job_end,
         "gpu_field": template.gpus_per_node if isinstance(template.gpus_per_node, str) else "",
         "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
     })

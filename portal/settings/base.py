@@ -41,6 +41,9 @@ INSTALLED_APPS = [
     "portal.tensorboards",
     "portal.benchmarks",
     "portal.containers",
+    "portal.extensions",
+    "portal.launches",
+    "portal.notifications",
 ]
 
 MIDDLEWARE = [
@@ -289,6 +292,25 @@ LOGGING = {
 # --- Walltime: the longest job or session on a partition without a time limit (default 7 days) ---
 SITE_MAX_WALLTIME_MINUTES = env.int("SITE_MAX_WALLTIME_MINUTES", default=7 * 24 * 60)
 
+# --- Walltime extension (portal.extensions) ---
+# The most total time a session or job may be extended to (also bounded by its partition and the
+# site's maximum), until the per-group policy gives it. With approval on, a request beyond it waits
+# for an admin (admin page: Walltime extensions) instead of being refused.
+EXTENSIONS_MAX_WALLTIME_MINUTES = env.int("EXTENSIONS_MAX_WALLTIME_MINUTES", default=24 * 60)
+EXTENSIONS_APPROVAL = env.bool("EXTENSIONS_APPROVAL", default=False)
+
+# --- Notifications (portal.notifications): e-mail on job end through Django's mail backend ---
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpuportal@localhost")
+# The portal's address as users reach it, for links in mail.
+PORTAL_URL = env("PORTAL_URL", default="http://127.0.0.1:8000")
+
 # --- Batch jobs (portal.jobs) ---
 # One folder per template (template.toml + script.sh.j2); checked at startup.
 JOBS_TEMPLATES_DIR = env("JOBS_TEMPLATES_DIR", default=str(BASE_DIR / "templates" / "jobs"))
@@ -336,3 +358,7 @@ SERVERS_MAX_GPUS_PER_USER = env.int("HUB_MAX_GPUS_PER_USER", default=4)
 SERVERS_IDLE_TIMEOUT_SECONDS = env.int("HUB_CULL_TIMEOUT", default=3600)
 # Job states share the field name `state` with other apps' enums: name them in the schema.
 SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["JobStateEnum"] = "portal.jobs.models.JobState"
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["ExtensionStateEnum"] = \
+    "portal.extensions.models.ExtensionRequest.State"
+# Sessions or jobs: the kinds of presets and the targets of extensions.
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["LaunchKindEnum"] = "portal.launches.models.Preset.Kind"

@@ -171,6 +171,22 @@ slurm_accounts() {
   for u in $(demo_uids); do
     grep -qx "$SLURM_ACCOUNT|$u" <<<"$have" || sacctmgr -i add user "$u" account="$SLURM_ACCOUNT" cluster=gpuportal >/dev/null
   done
+  slurm_portal_operator
+}
+
+# The portal's service account raises running jobs' time limits (walltime extension:
+# `scontrol update JobId=N TimeLimit=M`, slurm/adapter.py), which a plain Slurm user
+# may only lower: it is a Slurm Operator. See docs/deploy.md.
+SLURM_PORTAL_OPERATOR=gpuportal
+slurm_portal_operator() {
+  local level
+  level=$(sacctmgr -n -P list user "$SLURM_PORTAL_OPERATOR" format=adminlevel)
+  if [[ -z $level ]]; then
+    sacctmgr -i add user "$SLURM_PORTAL_OPERATOR" account="$SLURM_ACCOUNT" cluster=gpuportal \
+      adminlevel=Operator >/dev/null
+  elif [[ $level != Operator ]]; then
+    sacctmgr -i modify user "$SLURM_PORTAL_OPERATOR" set adminlevel=Operator >/dev/null
+  fi
 }
 
 slurm_up() {

@@ -1,0 +1,50 @@
+"""What an extension applies to: a running session or job of the user's, with its current limit."""
+
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from portal.accounts.models import User
+from portal.cluster.models import SlurmJob
+from portal.extensions.models import ExtensionRequest
+from portal.jobs.models import Job, JobState
+from portal.servers.models import NotebookServer
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # ExtensionRequest.Target
+    name: str
+    slurm_job_id: str
+    partition: str
+    limit_minutes: int
+    running: bool
+    job: Job | None = None
+    server: NotebookServer | None = None
+
+
+def session_target(*, user: User, name: str, lock: bool = False) -> Target | None:
+    """The user's active session `name`; running: Slurm runs its job (at the last poll)."""
+    servers = NotebookServer.objects.filter(user=user, name=name, ended_at__isnull=True)
+    server = (servers.select_for_update() if lock else servers).first()
+    if server is None:
+        return None
+    running = bool(server.job_id) and SlurmJob.objects.filter(job_id=server.job_id, state="RUNNING").exists()
+    return Target(kind=ExtensionRequest.Target.SESSION, name=server.name, slurm_job_id=server.job_id,
+                  partition=server.partition, limit_minutes=round(server.hours * 60), running=running,
+                  server=server)
+
+
+def job_target(*, user: User, job_id: int, lock: bool = False) -> Target | None:
+    """The user's own job (admins too get only their own: extending is the owner's call)."""
+    jobs = Job.objects.filter(user=user, pk=job_id)
+    job = (jobs.select_for_update() if lock else jobs).first()
+    if job is None:
+        return None
+    return Target(kind=ExtensionRequest.Target.JOB, name=str(job.pk), slurm_job_id=job.slurm_job_id,
+                  partition=job.partition, limit_minutes=int(job.time_limit.total_seconds() // 60),
+                  running=job.state == JobState.RUNNING and bool(job.slurm_job_id), job=job)
+
+
+def extension_list(*, user: User) -> QuerySet[ExtensionRequest]:
+    return ExtensionRequest.objects.filter(user=user)

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class LaunchesConfig(AppConfig):
+    name = "portal.launches"
+    label = "launches"
+    verbose_name = "Launch settings"

@@ -1,0 +1,20 @@
+"""Only enqueues: the poll cycle that sends `jobs_ended` is shared by everybody."""
+
+import logging
+from typing import Any
+
+from django.dispatch import receiver
+
+from portal.jobs.signals import jobs_ended
+
+logger = logging.getLogger(__name__)
+
+
+@receiver(jobs_ended, dispatch_uid="notifications.job_end_mails")
+def job_end_mails_enqueue(*, job_ids: list[int], **kwargs: Any) -> None:
+    from portal.notifications.tasks import job_end_mails  # tasks import services, not the other way round
+
+    try:
+        job_end_mails.delay(list(job_ids))
+    except Exception as error:  # a broker outage loses these mails, never the poll cycle
+        logger.warning("could not queue the end-of-job mails of %s: %s", job_ids, error)
