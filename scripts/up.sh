@@ -24,7 +24,7 @@ HUB_SECRETS="$GPUPORTAL_STATE/hub/secrets.env"
 # What the portal's processes read from their environment: the settings in root's environment
 # (slurm/dev/env.sh, or e.g. `SLURM_POLL_SECONDS=5 make up`) and the secrets, rewritten on every run
 # so settings follow, but DJANGO_SECRET_KEY is generated only when there is none yet.
-SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL)_[A-Z0-9_]+$'
+SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL|CONTAINERS)_[A-Z0-9_]+$'
 SETTINGS+='|^(SLURM_(BIN_DIR|EXEC_PREFIX|TIMEOUT_SECONDS|POLL_SECONDS|CONF)|DATABASE_URL|REDIS_URL|TIME_ZONE'
 SETTINGS+='|LOG_LEVEL|STATIC_ROOT)$'
 SECRETS='^(DJANGO_SECRET_KEY|JUPYTERHUB_API_TOKEN|JUPYTERHUB_OAUTH_CLIENT_SECRET)$'
@@ -60,6 +60,13 @@ cd "$ROOT"
 "${AS_PORTAL[@]}" - python manage.py migrate --noinput >/dev/null
 "${AS_PORTAL[@]}" - python manage.py hub_oauth_app >/dev/null
 "${AS_PORTAL[@]}" - python manage.py environments_sync
+# The local registry's image in the container catalog, once per runtime (scripts/containers/setup.sh).
+image="${CONTAINERS_REGISTRY_URL:-https://127.0.0.1:5000}"; image="${image#https://}/gpuportal/python:3.11-bookworm"
+for runtime in charliecloud podman; do
+  "${AS_PORTAL[@]}" - python manage.py image_register "python-$runtime" "$runtime" "$image" \
+    --title "Python 3.11 (Debian 12, $runtime)" --framework python=3.11 \
+    --description "Built from Debian packages by scripts/containers/setup.sh; pull it, then pick it." >/dev/null
+done
 # Static files go into the checkout, which the service account only reads: root collects them.
 python manage.py collectstatic --noinput >/dev/null
 # Fill the cluster snapshot now so the first page view has data.

@@ -3,6 +3,7 @@ registry through the portal (a Slurm job as alice), with Charliecloud and with P
 runs inside it with its GPUs; a wrong key gives a readable error without the key; the key is in no
 rendered script, job record, log, `ps` line or API answer; bob cannot use her image."""
 
+import logging
 import subprocess
 import time
 
@@ -58,8 +59,9 @@ def _no_key_anywhere(key: str, job_id: str, client) -> None:
 
 @pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
 def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(
-    token_client, user, catalog, api_key, slurm, runtime
+    token_client, user, catalog, api_key, slurm, runtime, caplog
 ):
+    caplog.set_level(logging.DEBUG)
     _store_key(token_client, api_key)
     image = catalog[runtime]
     response = token_client.post(f"/api/v1/images/{image.pk}/pull/")
@@ -125,9 +127,11 @@ def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(
         format="json",
     )
     assert response.status_code == 400 and "environment" in response.json()["fields"]["parameters"]
+    assert api_key not in caplog.text  # nor in the portal's own logs
 
 
-def test_a_wrong_key_is_a_readable_pull_error_without_the_key(token_client, catalog, api_key):
+def test_a_wrong_key_is_a_readable_pull_error_without_the_key(token_client, catalog, api_key, caplog):
+    caplog.set_level(logging.DEBUG)
     wrong = "wrong-" + api_key[::-1]
     _store_key(token_client, wrong)
     response = token_client.post(f"/api/v1/images/{catalog['charliecloud'].pk}/pull/")
@@ -141,3 +145,4 @@ def test_a_wrong_key_is_a_readable_pull_error_without_the_key(token_client, cata
     assert wrong not in str(body) and api_key not in str(body)
     page = token_client.get("/api/v1/images/").content.decode()
     assert wrong not in page
+    assert wrong not in caplog.text and api_key not in caplog.text
