@@ -81,6 +81,8 @@ slurm_configure() {
   local node
   mkdir -p /etc/slurm "$STATE/slurm/ctld"
   for node in "${NODES[@]}"; do mkdir -p "$STATE/slurm/d/$node"; done
+  # Files right in slurm/d are the one-node bed's spool; each node has its own directory now.
+  find "$STATE/slurm/d" -maxdepth 1 -type f -delete
   hosts_entries
   fake_gpus
   node_lines
