@@ -3,6 +3,7 @@ through the jobs API as alice and followed with the poll cycle like any job."""
 
 import re
 import socket
+import subprocess
 
 import pytest
 
@@ -51,5 +52,9 @@ def test_torchrun_rendezvous_spans_two_nodes(two_nodes, token_client, slurm):
     assert {world for world, _, _ in ranks.values()} == {2}
     # One rank per node, each reporting its own node's hostname.
     assert {host for _, host, _ in ranks.values()} == set(two_nodes)
+    # The portal recorded the allocation over both nodes.
+    hosts = subprocess.run(["scontrol", "show", "hostnames", job.node_list], capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert sorted(hosts) == two_nodes, job.node_list
     # Gradients averaged over gloo: both ranks end with the same model from different data.
     assert len({params for _, _, params in ranks.values()}) == 1
