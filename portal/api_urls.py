@@ -11,6 +11,7 @@ from portal.extensions import api as extensions_api
 from portal.jobs import api as jobs_api
 from portal.launches import api as launches_api
 from portal.notifications import api as notifications_api
+from portal.policy import api as policy_api
 from portal.servers import api as servers_api
 from portal.tensorboards import api as tensorboards_api
 
@@ -32,7 +33,9 @@ urlpatterns = [
     path("jobs/<id:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="job-cancel"),
     path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
     path("jobs/<id:job_id>/metrics/", jobs_api.JobMetricsApi.as_view(), name="job-metrics"),
+    path("policy/", policy_api.PolicyApi.as_view(), name="policy"),
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
+    path("sessions/timing.csv", servers_api.SessionCsvApi.as_view(), name="sessions-csv"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),
     path("jobs/<id:job_id>/extend/", extensions_api.JobExtendApi.as_view(), name="job-extend"),

@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal.core.converters import IdConverter
+from portal.poll.views import timing_view
 
 register_converter(IdConverter, "id")
 
@@ -17,6 +18,7 @@ urlpatterns = [
     path("cluster/", include("portal.cluster.urls")),
     path("jobs/", include("portal.jobs.urls")),
     path("servers/", include("portal.servers.urls")),
+    path("timing/", timing_view, name="timing"),
     path("tensorboards/", include("portal.tensorboards.urls")),
     path("containers/", include("portal.containers.urls")),
     path("extensions/", include("portal.extensions.urls")),

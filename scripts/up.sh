@@ -13,6 +13,8 @@ mkdir -p "$RUN" "$LOG"
 # account's own, private to it.
 install -d -o root -g root -m 0755 "$PORTAL_HOME"
 install -d -o "$PORTAL_USER" -g "$PORTAL_USER" -m 0750 "$PORTAL_RUN" "$PORTAL_LOG"
+# The policy the portal publishes and the hub reads (portal/policy): the portal's to write, all may read.
+install -d -o "$PORTAL_USER" -g "$PORTAL_USER" -m 0755 "$GPUPORTAL_STATE/policy"
 # Container runtimes, the local registry (a stand-in for nvcr.io) and its image; cached.
 "$ROOT/scripts/containers/setup.sh"
 
@@ -71,6 +73,8 @@ done
 python manage.py collectstatic --noinput >/dev/null
 # Fill the cluster snapshot now so the first page view has data.
 "${AS_PORTAL[@]}" - python manage.py slurm_poll
+# The hub starts nothing without the policy file; the poll above wrote it, this says where.
+"${AS_PORTAL[@]}" - python manage.py policy_publish
 
 running() { [[ -f "$RUN/$1.pid" ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 

@@ -3,7 +3,6 @@
 Started by spawners/hub.sh, which exports the values read here; everything listens on loopback.
 """
 
-import json
 import os
 import sys
 
@@ -113,11 +112,10 @@ c.PortalSlurmSpawner.data_dir = env("GPUPORTAL_DATA_DIR", "/data")
 c.PortalSlurmSpawner.portal_url = env("HUB_PORTAL_URL_FOR_SERVERS", portal_url)
 # Software environments the portal offers must live here (the portal's ENVIRONMENTS_DIR).
 c.PortalSlurmSpawner.environments_dir = env("ENVIRONMENTS_DIR", "/opt/gpuportal/envs")
-# Per partition: max_gpus, max_hours, max_nodes, cpus_per_gpu, mem_gb_per_gpu (JSON to override).
-# The default fits the local cluster: 2 nodes of 4 GPUs (slurm/dev), sessions over both in gpu.
-c.PortalSlurmSpawner.partitions = json.loads(env(
-    "HUB_PARTITIONS", '{"gpu": {"max_gpus": 4, "max_nodes": 2}, "debug": {"max_gpus": 4, "max_hours": 1}}'))
-c.PortalSlurmSpawner.max_gpus_per_user = int(env("HUB_MAX_GPUS_PER_USER", "4"))
+# Limits (partitions, GPUs per node, group maxima, profiles) are the portal's one policy, which the
+# portal publishes as this file (its POLICY_FILE; portal/policy/services.py): the hub has none of its own.
+c.PortalSlurmSpawner.policy_file = env(
+    "GPUPORTAL_POLICY_FILE", f"{env('GPUPORTAL_STATE', '/var/lib/gpuportal')}/policy/policy.json")
 c.PortalSlurmSpawner.start_timeout = int(env("HUB_START_TIMEOUT", "1800"))  # a queued server waits
 c.PortalSlurmSpawner.http_timeout = 120
 # Each server is polled this often, all of them from one shared squeue (2 slurmctld RPCs) per

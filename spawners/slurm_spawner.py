@@ -1,8 +1,10 @@
 """The portal's Slurm spawner: batchspawner's SlurmSpawner with server-side options and one poll.
 
 - Every user option is validated and rebuilt here (`apply_user_options`): whatever reaches the hub
-  API, only partition, GPUs, hours, nodes and the software environment survive, within the
-  partition's and the user's limits. batchspawner merges `user_options` into the batch script's
+  API, only partition, GPUs, hours, nodes, a profile and the software environment survive, within
+  the limits of the portal's one policy (portal/policy/rules.py), which the portal publishes as a
+  file (`policy_file`) and this spawner re-reads when it changes: the same checks and messages as
+  the portal's form and REST API. batchspawner merges `user_options` into the batch script's
   variables, so nothing else may stay.
 - The software environment: the hub has no access to the portal's database, so the portal sends
   the environment's name, kernelspec name and prefix (`environment`, `environment_kernel`,
@@ -27,6 +29,7 @@ import re
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -36,11 +39,12 @@ from batchspawner import JobStatus, SlurmSpawner
 from batchspawner.api import BatchSpawnerAPIHandler
 from jupyterhub import apihandlers
 from tornado import web
-from traitlets import Dict, Float, Integer, List, Unicode, default
+from traitlets import Dict, Float, List, Unicode, default
 
 from portal.containers.references import PATH as IMAGE_PATH
 from portal.containers.references import ReferenceInvalid, reference_parse
 from portal.containers.runtimes import RUNTIMES, Bind, Launch, LaunchInvalid
+from portal.policy.rules import Policy, PolicyRefusal, SessionRequest, Usage, session_resolve
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import QueuedJob
@@ -52,7 +56,8 @@ PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "RESIZING"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING"})
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
 CONTAINER_KEYS = ("container_runtime", "container_image")
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", *ENVIRONMENT_KEYS, *CONTAINER_KEYS})
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", *ENVIRONMENT_KEYS,
+                         *CONTAINER_KEYS})
 # What a server inside a container gets from the job's environment (Podman and enroot pass only
 # what they are told): the hub's variables, the GPUs, the portal's and TensorBoard's settings.
 CONTAINER_ENV = ("CUDA_VISIBLE_DEVICES", "JUPYTERHUB_*", "JPY_*", "TENSORBOARD_PROXY_URL", "GPUPORTAL_*",
@@ -68,15 +73,6 @@ SINGLEUSER_CONFIG_DIR = Path(__file__).resolve().parent / "singleuser"
 
 class OptionError(ValueError):
     """A user option the hub refuses; the message is shown to the user."""
-
-
-@dataclass(frozen=True)
-class PartitionPolicy:
-    max_gpus: int = 4
-    max_hours: float | None = None
-    max_nodes: int = 1
-    cpus_per_gpu: int = 8
-    mem_gb_per_gpu: int = 48
 
 
 @dataclass(frozen=True)
@@ -108,10 +104,13 @@ class ServerOptions:
     mem_gb: int
     environment: EnvironmentChoice | None = None
     container: ContainerChoice | None = None
+    profile: str = ""
 
     def as_user_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
                                    "nodes": self.nodes}
+        if self.profile:
+            options["profile"] = self.profile
         if self.container is not None:
             options.update(environment=self.environment.name if self.environment else "",
                            container_runtime=self.container.runtime, container_image=self.container.image)
@@ -195,52 +194,70 @@ def environment_choice(raw: dict, environments_dir: str, *,
     return EnvironmentChoice(name=name, kernel=kernel, path=path)
 
 
-def rebuild_options(raw: object, *, policies: dict[str, PartitionPolicy], default_partition: str,
-                    default_hours: float, gpus_in_use: int, max_gpus_per_user: int,
+def _optional(raw: dict, key: str, parse: Callable[[object, str], Any]) -> Any:
+    return None if raw.get(key) in (None, "") else parse(raw[key], key)
+
+
+def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Usage,
                     environments_dir: str = "/opt/gpuportal/envs", container_runtimes: dict | None = None,
                     container_image_dirs: list[str] | None = None, home: str = "") -> ServerOptions:
-    """Validate what a caller asked for and rebuild the options from scratch, or raise OptionError."""
+    """Validate what a caller asked for and rebuild the options from scratch, or raise OptionError.
+    The shape is checked here; the limits are the portal's policy (`session_resolve`)."""
     if not isinstance(raw, dict):
         raise OptionError("Options must be an object.")
     unknown = sorted(set(raw) - OPTION_KEYS)
     if unknown:
         raise OptionError(f"Unknown option(s): {', '.join(unknown)}. Allowed: "
                           f"{', '.join(sorted(OPTION_KEYS))}.")
-    partition = raw.get("partition") or default_partition
-    if partition not in policies:
-        raise OptionError(f"Unknown partition {partition!r}; choose one of {', '.join(sorted(policies))}.")
-    policy = policies[partition]
-
-    gpus = _integer(raw.get("gpus", 1), "gpus")
-    if gpus < 0:
-        raise OptionError("The number of GPUs cannot be negative.")
-    if gpus > policy.max_gpus:
-        raise OptionError(f"At most {policy.max_gpus} GPUs per server on partition {partition}.")
-    if gpus_in_use + gpus > max_gpus_per_user:
-        raise OptionError(f"Your quota is {max_gpus_per_user} GPUs across your servers; "
-                          f"{gpus_in_use} are in use.")
-
-    if raw.get("hours") in (None, ""):
-        hours = default_hours if policy.max_hours is None else min(default_hours, policy.max_hours)
-    else:
-        hours = _number(raw["hours"], "hours")
-    if hours <= 0:
-        raise OptionError("The session time must be more than 0 hours.")
-    if policy.max_hours is not None and hours > policy.max_hours:
-        raise OptionError(f"Partition {partition} allows at most {policy.max_hours:g} h.")
-
-    nodes = _integer(raw.get("nodes", 1), "nodes")
-    if not 1 <= nodes <= policy.max_nodes:
-        raise OptionError(f"Partition {partition} allows 1 to {policy.max_nodes} node(s).")
-
-    units = max(gpus, 1)  # a CPU-only server gets one GPU's share of cores and memory
+    for key in ("partition", "profile"):
+        if not isinstance(raw.get(key) or "", str):
+            raise OptionError(f"{key} must be a name.")
+    request = SessionRequest(
+        partition=raw.get("partition") or None, gpus=_optional(raw, "gpus", _integer),
+        hours=_optional(raw, "hours", _number), nodes=_optional(raw, "nodes", _integer),
+        environment=raw.get("environment") if isinstance(raw.get("environment"), str) else "",
+        profile=raw.get("profile") or "")
+    try:
+        size = session_resolve(policy, groups=groups, request=request, usage=usage)
+    except PolicyRefusal as refusal:
+        raise OptionError(str(refusal)) from None
     container = container_choice(raw, runtimes=container_runtimes or {},
                                  image_dirs=container_image_dirs or [], home=home)
-    return ServerOptions(partition=partition, gpus=gpus, hours=hours, nodes=nodes,
-                         cpus=units * policy.cpus_per_gpu, mem_gb=units * policy.mem_gb_per_gpu,
+    return ServerOptions(partition=size.partition, gpus=size.gpus, hours=size.hours, nodes=size.nodes,
+                         cpus=size.cpus, mem_gb=size.mem_gb,
                          environment=environment_choice(raw, environments_dir,
                                                         container=container is not None),
-                         container=container)
+                         container=container, profile=size.profile)
+
+
+class PolicyFile:
+    """The policy the portal publishes (portal.policy.services.policy_publish), re-read when the
+    file changes; without one the hub starts nothing (it has no limits of its own)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._seen: tuple[int, int, int] | None = None
+        self._policy: Policy | None = None
+
+    def load(self) -> Policy:
+        try:
+            info = Path(self.path).stat()
+            seen = (info.st_ino, info.st_mtime_ns, info.st_size)  # replaced, not rewritten in place
+            if self._policy is None or self._seen != seen:
+                self._policy = Policy.from_json(Path(self.path).read_text())
+                self._seen = seen
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            if self._policy is None:
+                logger.error("no usable policy file %s: %s", self.path, error)
+                raise OptionError("The portal has not published its limits yet; try again in a "
+                                  "minute.") from None
+            logger.warning("policy file %s unreadable, keeping the last one: %s", self.path, error)
+        return self._policy
+
+
+@cache
+def policy_file(path: str) -> PolicyFile:
+    return PolicyFile(path)
 
 
 @dataclass(frozen=True)
@@ -308,15 +325,10 @@ def apply_portal_options(spawner: "PortalSlurmSpawner", user_options: object) ->
 class PortalSlurmSpawner(SlurmSpawner):
     """Runs a single-user server as a Slurm job of the user, with the options the portal offers."""
 
-    partitions = Dict(
-        default_value={"gpu": {}, "debug": {"max_hours": 1}},
-        help="Partitions users may choose, each with limits: max_gpus, max_hours (None: unlimited), "
-             "max_nodes, cpus_per_gpu, mem_gb_per_gpu (see PartitionPolicy for defaults).",
+    policy_file = Unicode(
+        "/var/lib/gpuportal/policy/policy.json",
+        help="The limits the portal publishes (its POLICY_FILE): partitions, group limits, profiles.",
     ).tag(config=True)
-    default_partition = Unicode("gpu", help="Partition of a server started without one.").tag(config=True)
-    default_hours = Float(8.0, help="Session time when none is asked for (capped by the partition).").tag(
-        config=True)
-    max_gpus_per_user = Integer(4, help="GPUs one user may hold across all their servers.").tag(config=True)
     slurm_bin_dir = Unicode("/usr/bin", help="Where sbatch, squeue and scancel are.").tag(config=True)
     slurm_timeout = Float(20.0, help="An squeue slower than this counts as Slurm not answering.").tag(
         config=True)
@@ -425,19 +437,18 @@ set -euo pipefail
 
     # --- options -------------------------------------------------------------------------------
 
-    def policies(self) -> dict[str, PartitionPolicy]:
-        return {name: PartitionPolicy(**limits) for name, limits in self.partitions.items()}
-
-    def gpus_in_use(self) -> int:
-        """GPUs of the user's other servers that run or are starting."""
-        return sum(int(other.user_options.get("gpus", 0)) for other in self.user.spawners.values()
-                   if other is not self and other.active)
+    def usage(self) -> Usage:
+        """The user's other servers that run or are starting."""
+        others = [other for other in self.user.spawners.values() if other is not self and other.active]
+        return Usage(sessions=len(others), gpus=sum(
+            int(o.user_options.get("gpus", 0)) * int(o.user_options.get("nodes", 1)) for o in others))
 
     def apply_options(self, user_options: object) -> ServerOptions:
+        policy = policy_file(self.policy_file).load()
         options = rebuild_options(
-            user_options, policies=self.policies(), default_partition=self.default_partition,
-            default_hours=self.default_hours, gpus_in_use=self.gpus_in_use(),
-            max_gpus_per_user=self.max_gpus_per_user, environments_dir=self.environments_dir,
+            user_options, policy=policy, usage=self.usage(),
+            groups=policy.groups_of(self.user.name, fallback=[group.name for group in self.user.groups]),
+            environments_dir=self.environments_dir,
             container_runtimes=self.container_runtimes, container_image_dirs=self.container_image_dirs,
             home=self._home(),
         )

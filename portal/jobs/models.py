@@ -51,6 +51,8 @@ class Job(models.Model):
 
     state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED_IN_PORTAL)
     reason = models.TextField(blank=True, help_text="Queue reason, or Slurm's rejection message")
+    pending_reasons = models.JSONField(default=list, blank=True,
+                                       help_text="[time, reason] each time Slurm's pending reason changed")
     slurm_job_id = models.CharField(max_length=32, blank=True)
     submit_attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from portal.accounts.models import User
-from portal.cluster.models import Node, Partition
 from portal.jobs.models import Job, JobMetric
+from portal.policy.services import policy_current
 
 
 @dataclass(frozen=True)
@@ -40,22 +40,16 @@ class PartitionLimits:
 
 
 def partition_limits_list() -> list[PartitionLimits]:
-    nodes = list(Node.objects.all())
-    resources: dict[str, Any] = settings.JOBS_PARTITION_RESOURCES
-    limits = []
-    for partition in Partition.objects.all():
-        members = [node for node in nodes if partition.name in node.partitions]
-        per_partition = {**resources.get("*", {}), **resources.get(partition.name, {})}
-        limits.append(PartitionLimits(
-            name=partition.name, is_default=partition.is_default, max_time=partition.max_time,
-            max_nodes=partition.node_count,
-            max_gpus_per_node=max((sum(node.gpus.values()) for node in members), default=0),
-            cpus_per_node=max((node.cpus_total for node in members), default=0),
-            cpus_per_gpu=per_partition["cpus_per_gpu"], mem_gb_per_gpu=per_partition["mem_gb_per_gpu"],
-            cpus_without_gpu=per_partition["cpus_without_gpu"],
-            mem_gb_without_gpu=per_partition["mem_gb_without_gpu"],
-        ))
-    return limits
+    """The partitions as the one policy has them (portal.policy), in the snapshot's order."""
+    policy = policy_current()
+    return [PartitionLimits(
+        name=rules.name, is_default=rules.name == policy.default_partition,
+        max_time=timedelta(hours=rules.max_hours) if rules.max_hours < settings.SITE_MAX_WALLTIME_MINUTES / 60
+        else None,
+        max_nodes=rules.nodes, max_gpus_per_node=rules.gpus_per_node, cpus_per_node=rules.cpus_per_node,
+        cpus_per_gpu=rules.cpus_per_gpu, mem_gb_per_gpu=rules.mem_gb_per_gpu,
+        cpus_without_gpu=rules.cpus_without_gpu, mem_gb_without_gpu=rules.mem_gb_without_gpu,
+    ) for rules in policy.partitions.values()]
 
 
 @dataclass(frozen=True)

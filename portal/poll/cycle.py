@@ -12,8 +12,14 @@ from portal.cluster.models import PollStatus
 from portal.cluster.services import cluster_refresh
 from portal.core.locks import advisory_lock
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
+from portal.policy.services import policy_publish
 from portal.servers.models import NotebookServer
-from portal.servers.services import servers_apply_accounting, servers_apply_queue
+from portal.servers.services import (
+    servers_apply_accounting,
+    servers_apply_queue,
+    servers_queue_timeout,
+    servers_spawn_retry,
+)
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import AccountedJob, QueuedJob
@@ -29,6 +35,7 @@ class CycleReport:
     status: PollStatus | None = None
     jobs: SyncReport = field(default_factory=SyncReport)
     servers_ended: int = 0
+    servers_cancelled: int = 0
     sacct_calls: int = 0
 
 
@@ -44,10 +51,14 @@ def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
 
 def _cycle(slurm: Slurm) -> CycleReport:
     status, queue = cluster_refresh(slurm=slurm)
+    policy_publish()  # partitions follow the snapshot; the hub reads the file
+    servers_spawn_retry(now=status.checked_at)
     if queue is None:
         return CycleReport(ran=True, status=status)
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
     report.status = status
+    # After the queue is followed: a server Slurm started this cycle is not cancelled.
+    report.servers_cancelled = servers_queue_timeout(now=status.checked_at)
     return report
 
 
@@ -56,7 +67,7 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     fails, nothing that needed it changes."""
     report = CycleReport(ran=True)
     unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs)
-    servers_left = servers_apply_queue(queue=queue)
+    servers_left = servers_apply_queue(queue=queue, now=queried_at)
     if not (unsettled.left or unsettled.unresolved or servers_left):
         return report
     try:

@@ -1,3 +1,6 @@
+import csv
+
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -6,14 +9,15 @@ from rest_framework.views import APIView
 
 from portal.core.errors import NotFound
 from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
+from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_card, server_cards, server_get
 from portal.servers.serializers import SessionCreateSerializer, SessionSerializer
 from portal.servers.services import server_start, server_stop, servers_refresh
+from portal.servers.timing import SESSION_CSV_COLUMNS, session_csv_row
 
 _ERRORS = {
-    400: OpenApiResponse(description="Invalid options (`fields` names each), or the hub refused"),
+    400: OpenApiResponse(description="Invalid options or over a limit (`fields` names each)"),
     409: OpenApiResponse(description="Idempotency-Key reused with a different body"),
-    503: OpenApiResponse(description="JupyterHub did not answer"),
 }
 
 
@@ -27,8 +31,9 @@ class SessionListApi(APIView):
         return Response(SessionSerializer(_cards(request), many=True).data)
 
     @extend_schema(request=SessionCreateSerializer, parameters=[IDEMPOTENCY_PARAMETER],
-                   responses={201: SessionSerializer, **_ERRORS},
-                   summary="Start a notebook server (same options and checks as the server page)")
+                   responses={202: SessionSerializer, **_ERRORS},
+                   summary="Start a notebook server: answers at once (state starting), the hub is asked "
+                           "in the background; a refusal shows as the session's end (end_detail)")
     def post(self, request: Request) -> Response:
         key = idempotency_key(request)
         serializer = SessionCreateSerializer(data=request.data)
@@ -36,8 +41,23 @@ class SessionListApi(APIView):
         server = server_start(user=request.user, idempotency_key=key,
                               request_digest=request_digest(serializer.validated_data),
                               **serializer.validated_data)
-        card = server_card(server=server, hub_servers=servers_refresh(user=request.user))
-        return Response(SessionSerializer(card).data, status=status.HTTP_201_CREATED)
+        # No hub call here: the answer comes from the record (starting, or how it ended).
+        card = server_card(server=server, hub_servers=None, hub_known=True)
+        return Response(SessionSerializer(card).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionCsvApi(APIView):
+    @extend_schema(responses={(200, "text/csv"): str},
+                   summary="Your sessions with their timing (submitted, started, ready, first connect, "
+                           "ended, pending reasons), as CSV")
+    def get(self, request: Request) -> HttpResponse:
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="sessions.csv"'
+        writer = csv.writer(response)
+        writer.writerow(SESSION_CSV_COLUMNS)
+        for server in NotebookServer.objects.filter(user=request.user).order_by("-created_at"):
+            writer.writerow(session_csv_row(server))
+        return response
 
 
 class SessionDetailApi(APIView):

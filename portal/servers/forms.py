@@ -1,43 +1,47 @@
 from django import forms
-from django.conf import settings
 
 from portal.accounts.models import User
-from portal.cluster.models import Partition
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_choices
+from portal.policy.rules import SERVER_NAME_RULE, PartitionRules, Policy
 
 
 class ServerStartForm(forms.Form):
-    """The instance options; the rules live in services.server_options_clean (shared with the API)."""
+    """The instance options; every limit is the policy's (services.server_options_clean, shared with
+    the API and the hub), so the fields check only their type here."""
 
-    name = forms.CharField(max_length=30, initial="my-server",
-                           help_text="Lowercase letters, digits and hyphens.")
-    partition = forms.ChoiceField(choices=())
-    gpus = forms.IntegerField(label="GPUs", initial=1, min_value=0, max_value=1024)
-    hours = forms.FloatField(label="Session time (hours)", required=False, min_value=0,
-                             max_value=settings.SITE_MAX_WALLTIME_MINUTES / 60,
-                             help_text="Default 8 h, at most the partition's limit.")
-    nodes = forms.IntegerField(initial=1, min_value=1, max_value=1024)
+    name = forms.CharField(max_length=30, initial="my-server", help_text=SERVER_NAME_RULE)
+    profile = forms.CharField(required=False, max_length=30, widget=forms.HiddenInput)
+    # A select, but checked by the policy (its message, like the API's and the hub's), not Django's.
+    partition = forms.CharField(required=False, widget=forms.Select)
+    gpus = forms.IntegerField(label="GPUs per node", initial=1, required=False)
+    hours = forms.FloatField(label="Session time (hours)", required=False,
+                             help_text="Default 8 h, at most the partition's and your group's limit.")
+    nodes = forms.IntegerField(initial=1, required=False)
     environment = forms.ChoiceField(choices=(), required=False, label="Software environment",
                                     help_text="Its kernel is the default for new notebooks, its programs "
                                               "come first in terminals; the other kernels stay available.")
+    queue_timeout_minutes = forms.IntegerField(
+        label="Cancel if still queued after (minutes)", required=False, min_value=1, max_value=7 * 24 * 60,
+        help_text="Empty: wait as long as it takes.")
 
-    def __init__(self, *args: object, user: User | None = None, **kwargs: object) -> None:
+    def __init__(self, *args: object, user: User | None = None, policy: Policy, groups: list[str],
+                 **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         environments = environment_choices(user=user, kernel_only=True)
         self.fields["environment"].choices = [("", "None (Python 3, R and every kernel, no default)")] + [
             (e.name, _environment_label(e)) for e in environments]
-        partitions = list(Partition.objects.prefetch_related("gpus"))
-        self.fields["partition"].choices = [(p.name, _label(p)) for p in partitions]
-        self.fields["partition"].initial = next((p.name for p in partitions if p.is_default), None)
+        rules = policy.rules_for(groups)
+        partitions = [p for p in policy.partitions.values()
+                      if rules.partitions is None or p.name in rules.partitions]
+        self.fields["partition"].widget.choices = [(p.name, _label(p)) for p in partitions]
+        self.fields["partition"].initial = policy.default_partition
 
 
 def _environment_label(environment: Environment) -> str:
     return f"{environment.title} — {environment.versions}" if environment.versions else environment.title
 
 
-def _label(partition: Partition) -> str:
-    gpus = sum(gpu.total for gpu in partition.gpus.all())
-    limit = "no time limit" if partition.max_time is None else (
-        f"at most {partition.max_time.total_seconds() / 3600:g} h")
-    return f"{partition.name} ({gpus} GPUs, {limit})"
+def _label(partition: PartitionRules) -> str:
+    return (f"{partition.name} ({partition.nodes} node(s), {partition.gpus_per_node} GPUs each, "
+            f"at most {partition.max_hours:g} h)")

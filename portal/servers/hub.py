@@ -34,6 +34,17 @@ class HubServer:
     last_activity: datetime | None
     user_options: dict[str, Any] = field(default_factory=dict)
     job_id: str = ""
+    # The spawner's last look at the Slurm queue: "PENDING Resources", "RUNNING gpu-node1"...
+    job_status: str = ""
+
+    @property
+    def slurm_state(self) -> str:
+        return self.job_status.split(" ", 1)[0]
+
+    @property
+    def slurm_detail(self) -> str:
+        """The pending reason, or the node it runs on."""
+        return self.job_status.split(" ", 1)[1] if " " in self.job_status else ""
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,7 @@ def _server(name: str, data: dict[str, Any]) -> HubServer:
         last_activity=_time(data.get("last_activity")),
         user_options=data.get("user_options") or {},
         job_id=str((data.get("state") or {}).get("job_id", "")),
+        job_status=str((data.get("state") or {}).get("job_status", "")),
     )
 
 

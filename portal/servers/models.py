@@ -6,7 +6,9 @@ from django.db.models import Q
 class NotebookServer(models.Model):
     """A notebook server the portal started: the options asked for, and how it ended.
 
-    Its live state (queued, starting, ready) comes from the hub and the last Slurm poll.
+    Its live state (queued, starting, ready) comes from the hub and the last Slurm poll. Timing:
+    created_at (submitted), hub_accepted_at, started_at (Slurm runs it), ready_at, first_connect_at
+    (the first Open through the portal), ended_at, and Slurm's pending reasons over time.
     """
 
     class EndReason(models.TextChoices):
@@ -14,6 +16,8 @@ class NotebookServer(models.Model):
         IDLE = "idle", "Stopped by the idle culler"
         TIME_LIMIT = "time_limit", "Reached its Slurm time limit"
         ENDED = "ended", "The Slurm job ended"
+        REFUSED = "refused", "Refused"
+        QUEUE_TIMEOUT = "queue_timeout", "Still queued after the time you set"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                              related_name="notebook_servers")
@@ -25,6 +29,11 @@ class NotebookServer(models.Model):
     # The software environment's name as chosen (empty: none); a name, not a key, so the record
     # outlives an environment that is later removed.
     environment = models.CharField(max_length=64, blank=True)
+    profile = models.CharField(max_length=30, blank=True, help_text="The resource profile it started from")
+    queue_timeout_minutes = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Cancel it if Slurm has not started it after this long; empty: never",
+    )
     job_id = models.CharField(max_length=32, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity = models.DateTimeField(null=True, blank=True)
@@ -32,6 +41,16 @@ class NotebookServer(models.Model):
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=16, choices=EndReason.choices, blank=True)
+    end_detail = models.CharField(max_length=500, blank=True, help_text="e.g. why it was refused")
+    # The hub is asked by a Celery task (services.server_spawn), retried by the poll cycle.
+    spawn_attempts = models.PositiveSmallIntegerField(default=0)
+    spawn_attempted_at = models.DateTimeField(null=True, blank=True)
+    hub_accepted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When Slurm started its job")
+    ready_at = models.DateTimeField(null=True, blank=True, help_text="When JupyterLab answered")
+    first_connect_at = models.DateTimeField(null=True, blank=True)
+    pending_reasons = models.JSONField(default=list, blank=True,
+                                       help_text="[time, reason] each time Slurm's pending reason changed")
     # The client's Idempotency-Key and a digest of its request (portal.core.idempotency).
     idempotency_key = models.CharField(max_length=255, blank=True)
     request_digest = models.CharField(max_length=64, blank=True)

@@ -1,7 +1,6 @@
-from django.conf import settings
 from rest_framework import serializers
 
-from portal.servers.services import SERVER_NAME
+from portal.policy.rules import SERVER_NAME, SERVER_NAME_RULE
 
 
 class SessionSerializer(serializers.Serializer):
@@ -10,37 +9,56 @@ class SessionSerializer(serializers.Serializer):
                                              "unknown", "ended"])
     status = serializers.CharField(help_text="State for people, e.g. 'queued: Resources'")
     partition = serializers.CharField()
-    gpus = serializers.IntegerField()
+    gpus = serializers.IntegerField(help_text="GPUs per node")
     hours = serializers.FloatField()
     nodes = serializers.IntegerField()
     environment = serializers.CharField(help_text="The software environment's name; empty: none")
+    profile = serializers.CharField(help_text="The resource profile it started from; empty: none")
     job_id = serializers.CharField(help_text="Slurm job id; empty until the hub has submitted it")
     node = serializers.CharField(help_text="Node the server runs on; empty unless running")
     queue_reason = serializers.CharField(help_text="Slurm's pending reason while queued")
     time_left_seconds = serializers.SerializerMethodField()
     url = serializers.CharField(help_text="JupyterLab, once ready")
-    created_at = serializers.DateTimeField()
+    queue_timeout_minutes = serializers.IntegerField(allow_null=True,
+                                                     help_text="Cancelled if still queued after this long")
+    created_at = serializers.DateTimeField(help_text="Submitted")
+    hub_accepted_at = serializers.DateTimeField(allow_null=True, help_text="The hub took the request")
+    started_at = serializers.DateTimeField(allow_null=True, help_text="Slurm started its job")
+    ready_at = serializers.DateTimeField(allow_null=True, help_text="JupyterLab answered")
+    first_connect_at = serializers.DateTimeField(allow_null=True,
+                                                 help_text="First opened through the portal")
     ended_at = serializers.DateTimeField(allow_null=True)
+    pending_reasons = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="[time, reason] each time Slurm's pending reason changed")
     end_reason = serializers.CharField(help_text="What ended it: you, the idle culler, the time limit")
+    end_detail = serializers.CharField(help_text="Why it was refused, when it was")
 
     def get_time_left_seconds(self, card: object) -> int | None:
         return None if card.time_left is None else int(card.time_left.total_seconds())
 
 
 class SessionCreateSerializer(serializers.Serializer):
-    name = serializers.RegexField(SERVER_NAME, max_length=30, default="my-server",
-                                  help_text="1-30 lowercase letters, digits or hyphens")
-    partition = serializers.CharField(required=False, help_text="Default: the cluster's default partition")
-    # Static bounds for the schema; the partition's own limits are checked by the service.
-    gpus = serializers.IntegerField(default=1, min_value=0, max_value=1024)
-    hours = serializers.FloatField(
-        required=False, min_value=0, max_value=settings.SITE_MAX_WALLTIME_MINUTES / 60,
-        help_text="Default 8 h; at most the partition's limit, or the site's maximum where it has none")
-    nodes = serializers.IntegerField(default=1, min_value=1, max_value=1024)
+    # Limits are the policy's (portal.policy.rules), checked by the service with the same messages
+    # as the page and the hub: only shapes here.
+    name = serializers.RegexField(SERVER_NAME, max_length=30, default="my-server", help_text=SERVER_NAME_RULE,
+                                  error_messages={"invalid": SERVER_NAME_RULE})
+    profile = serializers.CharField(required=False, allow_blank=True, max_length=30,
+                                    help_text="A resource profile (GET /api/v1/policy/); the fields "
+                                              "given here override its values, within the limits")
+    partition = serializers.CharField(required=False, help_text="Default: the profile's, or the cluster's")
+    gpus = serializers.IntegerField(required=False, help_text="GPUs per node; default: the profile's, "
+                                                              "or your group's default (1)")
+    hours = serializers.FloatField(required=False, help_text="Default 8 h; at most the partition's "
+                                                             "and your group's limit")
+    nodes = serializers.IntegerField(required=False, help_text="Default 1")
     environment = serializers.CharField(
         required=False, allow_blank=True, max_length=64,
         help_text="A software environment with a Jupyter kernel (GET /api/v1/environments/, kind python): "
                   "its kernel is the server's default and its bin/ comes first on PATH. Default: none")
+    queue_timeout_minutes = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=7 * 24 * 60,
+        help_text="Cancel the session if Slurm has not started it after this many minutes")
 
     def validate(self, attrs: dict) -> dict:
         unknown = sorted(set(self.initial_data) - set(self.fields))

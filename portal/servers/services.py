@@ -3,29 +3,38 @@
 import logging
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
-from portal.cluster.models import Partition, SlurmJob
-from portal.core.errors import InvalidInput, Unavailable
+from portal.cluster.models import SlurmJob
+from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
+from portal.policy.rules import (
+    SERVER_NAME,
+    SERVER_NAME_RULE,
+    Policy,
+    PolicyRefusal,
+    SessionRequest,
+    Usage,
+    session_resolve,
+)
+from portal.policy.services import policy_current, user_groups
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from slurm.parsing import AccountedJob, QueuedJob
 
 logger = logging.getLogger(__name__)
 
-# JupyterHub's named servers: 1-30 lowercase letters, digits or hyphens.
-SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,29}$")
 ENVIRONMENT_NAME = re.compile(ENVIRONMENT_NAME_PATTERN)
 
 
@@ -51,12 +60,15 @@ class ServerOptions:
     hours: float
     nodes: int
     environment: Environment | None = None
+    profile: str = ""
 
     def hub_options(self) -> dict[str, Any]:
         """The user_options the hub gets. It has no database: the environment's kernel and prefix
         travel with its name, and the spawner checks their shape (spawners/slurm_spawner.py)."""
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
                                    "nodes": self.nodes}
+        if self.profile:
+            options["profile"] = self.profile
         if self.environment is not None and self.environment.kind == Environment.Kind.CONTAINER:
             # The spawner runs the server in the image (portal.containers; its runtime and image).
             image = self.environment.container_image
@@ -68,44 +80,22 @@ class ServerOptions:
         return options
 
 
-def server_options_clean(*, user: User, name: str, partition: str | None, gpus: int,
-                         hours: float | None, nodes: int = 1, environment: str = "") -> ServerOptions:
-    """The portal's checks, against the last Slurm poll: the same rules the hub enforces again."""
+def _usage(active: list[NotebookServer]) -> Usage:
+    return Usage(sessions=len(active), gpus=sum(server.gpus * server.nodes for server in active))
+
+
+def server_options_clean(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
+                         hours: float | None = None, nodes: int | None = None, environment: str = "",
+                         profile: str = "", policy: Policy | None = None) -> ServerOptions:
+    """The policy's checks (portal.policy.rules, which the hub runs again on the same published
+    policy), plus what only the portal knows: names in use and the environments that exist."""
     errors: dict[str, str] = {}
     if not SERVER_NAME.fullmatch(name or ""):
-        errors["name"] = "1 to 30 lowercase letters, digits or hyphens, starting with a letter or digit."
-    partitions = {p.name: p for p in Partition.objects.prefetch_related("gpus")}
-    chosen = partitions.get(partition) if partition else next(
-        (p for p in partitions.values() if p.is_default), None)
-    if chosen is None:
-        errors["partition"] = (f"Unknown partition {partition!r}." if partition
-                               else "No partition known yet: the cluster has not been polled.")
-        raise InvalidInput({field: [message] for field, message in errors.items()})
-
-    active = NotebookServer.objects.filter(user=user, ended_at__isnull=True)
-    partition_gpus = sum(gpu.total for gpu in chosen.gpus.all())
-    in_use = sum(server.gpus for server in active)
-    if gpus < 0:
-        errors["gpus"] = "The number of GPUs cannot be negative."
-    elif gpus > partition_gpus:
-        errors["gpus"] = f"Partition {chosen.name} has {partition_gpus} GPUs."
-    elif in_use + gpus > settings.SERVERS_MAX_GPUS_PER_USER:
-        errors["gpus"] = (f"Your quota is {settings.SERVERS_MAX_GPUS_PER_USER} GPUs across your servers; "
-                          f"{in_use} are in use.")
-
-    # A partition without a time limit still has the site's maximum.
-    site_hours = settings.SITE_MAX_WALLTIME_MINUTES / 60
-    limit_hours = site_hours if chosen.max_time is None else min(chosen.max_time.total_seconds() / 3600,
-                                                                 site_hours)
-    if hours is None:
-        hours = min(settings.SERVERS_DEFAULT_HOURS, limit_hours)
-    if not hours > 0:
-        errors["hours"] = "The session time must be more than 0 hours."
-    elif hours > limit_hours:
-        errors["hours"] = f"Partition {chosen.name} allows at most {limit_hours:g} h."
-
-    if not 1 <= nodes <= max(chosen.node_count, 1):
-        errors["nodes"] = f"Partition {chosen.name} has {chosen.node_count} node(s)."
+        errors["name"] = SERVER_NAME_RULE
+    policy = policy or policy_current()
+    if not policy.partitions:
+        raise InvalidInput({"partition": ["No partition known yet: the cluster has not been polled."]})
+    active = list(NotebookServer.objects.filter(user=user, ended_at__isnull=True))
     chosen_environment = None
     if environment:
         # Environments with a Jupyter kernel (kind python) or a container image the server runs in.
@@ -115,35 +105,42 @@ def server_options_clean(*, user: User, name: str, partition: str | None, gpus: 
             errors["environment"] = (f"Unknown or unavailable environment {environment!r} for a notebook "
                                      "server; GET /api/v1/environments/ lists them (kind python or "
                                      "container).")
-    if active.filter(name=name).exists():
+    size = None
+    try:
+        size = session_resolve(policy, groups=user_groups(user), usage=_usage(active), request=SessionRequest(
+            partition=partition or None, gpus=gpus, hours=hours, nodes=nodes, environment=environment,
+            profile=profile))
+    except PolicyRefusal as refusal:
+        errors = {**refusal.fields, **errors}
+    if any(server.name == name for server in active):
         errors["name"] = f"You already have a server named {name}."
-    elif active.count() >= settings.SERVERS_MAX_PER_USER:
-        errors["name"] = f"You can run at most {settings.SERVERS_MAX_PER_USER} servers at once."
-    if errors:
+    if errors or size is None:
         raise InvalidInput({field: [message] for field, message in errors.items()})
-    return ServerOptions(name=name, partition=chosen.name, gpus=gpus, hours=hours, nodes=nodes,
-                         environment=chosen_environment)
+    return ServerOptions(name=name, partition=size.partition, gpus=size.gpus, hours=size.hours,
+                         nodes=size.nodes, environment=chosen_environment, profile=size.profile)
 
 
-def server_start(*, user: User, name: str, partition: str | None = None, gpus: int = 1,
-                 hours: float | None = None, nodes: int = 1, environment: str = "",
-                 idempotency_key: str = "", request_digest: str = "",
-                 hub: JupyterHub | None = None) -> NotebookServer:
-    """Validate, record the server (which claims its name), then ask the hub for it.
-
-    Raises InvalidInput (also when the hub refuses) or Unavailable (the hub does not answer); the
-    record is removed again then, so nothing half-made stays behind."""
+def server_start(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
+                 hours: float | None = None, nodes: int | None = None, environment: str = "",
+                 profile: str = "", queue_timeout_minutes: int | None = None,
+                 idempotency_key: str = "", request_digest: str = "") -> NotebookServer:
+    """Validate and record the server (which claims its name); a Celery task asks the hub for it
+    (`server_spawn`), so this answers at once. Raises InvalidInput; the hub's refusal comes later,
+    as the end of the record (nothing half-made stays behind: `server_spawn`)."""
     mine = NotebookServer.objects.filter(user=user)
     if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
         return existing
     options = server_options_clean(user=user, name=name, partition=partition, gpus=gpus, hours=hours,
-                                   nodes=nodes, environment=environment)
+                                   nodes=nodes, environment=environment, profile=profile)
+    if queue_timeout_minutes is not None and not 1 <= queue_timeout_minutes <= 7 * 24 * 60:
+        raise InvalidInput({"queue_timeout_minutes": ["1 minute to 7 days."]})
     try:
         with transaction.atomic():
             server = NotebookServer.objects.create(
                 user=user, name=options.name, partition=options.partition, gpus=options.gpus,
                 hours=options.hours, nodes=options.nodes,
                 environment=options.environment.name if options.environment else "",
+                profile=options.profile, queue_timeout_minutes=queue_timeout_minutes,
                 idempotency_key=idempotency_key, request_digest=request_digest,
             )
     except IntegrityError:
@@ -151,17 +148,101 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
         if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
             return existing
         raise InvalidInput({"name": [f"You already have a server named {options.name}."]}) from None
-    hub = hub or JupyterHub.from_settings()
-    try:
-        hub.user_ensure(user.username)
-        hub.server_start(user.username, options.name, display_name=options.name,
-                         options=options.hub_options())
-    except HubError as error:
-        server.delete()
-        if not isinstance(error, HubUnavailable):
-            _hub_record_forget(hub, user.username, options.name)
-        raise _hub_error(error) from error
+    server_spawn_dispatch(server=server)
+    server.refresh_from_db()  # with an eager Celery (tests), the task has run
     return server
+
+
+def server_spawn_dispatch(*, server: NotebookServer) -> None:
+    """Hand the hub call to Celery; if the broker is down, the poll cycle hands it again."""
+    from portal.servers.tasks import server_spawn  # tasks import services, not the other way round
+
+    try:
+        server_spawn.delay(server.pk)
+    except Exception as error:  # any broker failure means "later", never a 5xx
+        logger.warning("could not queue server %s for the hub, the poll cycle will: %s", server.pk, error)
+
+
+def _spawn_claim(server_id: int, now: datetime) -> NotebookServer | None:
+    """One attempt at a time: whoever moves spawn_attempts on holds the attempt."""
+    due = now - timedelta(seconds=settings.SERVERS_SPAWN_RETRY_SECONDS)
+    claimed = NotebookServer.objects.filter(
+        Q(spawn_attempted_at__isnull=True) | Q(spawn_attempted_at__lt=due), pk=server_id,
+        hub_accepted_at__isnull=True, ended_at__isnull=True, stop_requested_at__isnull=True,
+    ).update(spawn_attempts=F("spawn_attempts") + 1, spawn_attempted_at=now)
+    return NotebookServer.objects.select_related("user").get(pk=server_id) if claimed else None
+
+
+def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
+    """Ask the hub for a recorded server (the Celery task, and the poll cycle's retries).
+
+    The hub refusing it (or Slurm, through the hub) ends the record with the hub's words and removes
+    the hub's stopped entry; the hub not answering leaves it for the next attempt, up to
+    SERVERS_SPAWN_ATTEMPTS, after which it ends too."""
+    now = timezone.now()
+    server = _spawn_claim(server_id, now)
+    if server is None:
+        return
+    username = server.user.username
+    hub = hub or JupyterHub.from_settings()
+    environment = environment_get(user=server.user, name=server.environment) if server.environment else None
+    if server.environment and environment is None:
+        _spawn_refused(server, f"The environment {server.environment} is no longer available.")
+        return
+    options = ServerOptions(name=server.name, partition=server.partition, gpus=server.gpus,
+                            hours=server.hours, nodes=server.nodes, environment=environment,
+                            profile=server.profile)
+    try:
+        # A retry after an answer that was lost: the hub has it already.
+        if server.name not in hub.servers(username):
+            hub.user_ensure(username)
+            hub.server_start(username, server.name, display_name=server.name, options=options.hub_options())
+    except HubUnavailable as error:
+        logger.warning("hub unavailable for %s/%s (attempt %s): %s", username, server.name,
+                       server.spawn_attempts, error.message)
+        if server.spawn_attempts >= settings.SERVERS_SPAWN_ATTEMPTS:
+            _spawn_refused(server, f"JupyterHub did not answer ({server.spawn_attempts} attempts).")
+        return
+    except HubError as error:
+        _hub_record_forget(hub, username, server.name)
+        _spawn_refused(server, error.message)
+        return
+    NotebookServer.objects.filter(pk=server.pk).update(hub_accepted_at=timezone.now())
+    if NotebookServer.objects.filter(pk=server.pk, stop_requested_at__isnull=False).exists():
+        hub.server_stop(username, server.name)  # stopped while the hub was being asked
+
+
+def _spawn_refused(server: NotebookServer, message: str) -> None:
+    NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
+        ended_at=timezone.now(), end_reason=NotebookServer.EndReason.REFUSED, end_detail=message[:500])
+
+
+def servers_spawn_retry(*, now: datetime) -> int:
+    """The poll cycle: servers the hub has not accepted whose last attempt is long past."""
+    due = now - timedelta(seconds=settings.SERVERS_SPAWN_RETRY_SECONDS)
+    waiting = list(NotebookServer.objects.filter(
+        hub_accepted_at__isnull=True, ended_at__isnull=True, stop_requested_at__isnull=True,
+        created_at__lt=due).filter(Q(spawn_attempted_at__isnull=True) | Q(spawn_attempted_at__lt=due)))
+    for server in waiting:
+        server_spawn_dispatch(server=server)
+    return len(waiting)
+
+
+def servers_queue_timeout(*, now: datetime, hub: JupyterHub | None = None) -> int:
+    """The poll cycle: cancel servers Slurm has still not started after the time their user picked."""
+    overdue = [server for server in NotebookServer.objects.filter(
+        ended_at__isnull=True, started_at__isnull=True, stop_requested_at__isnull=True,
+        queue_timeout_minutes__isnull=False).select_related("user")
+        if server.created_at + timedelta(minutes=server.queue_timeout_minutes) <= now]
+    cancelled = 0
+    for server in overdue:
+        try:
+            server_stop(server=server, hub=hub, reason=NotebookServer.EndReason.QUEUE_TIMEOUT)
+        except PortalError as error:
+            logger.warning("could not cancel queued server %s: %s", server, error.message)
+        else:
+            cancelled += 1
+    return cancelled
 
 
 def _environment_name(value: object) -> str:
@@ -179,7 +260,8 @@ def _hub_record_forget(hub: JupyterHub, username: str, name: str) -> None:
                        error.message)
 
 
-def server_stop(*, server: NotebookServer, hub: JupyterHub | None = None) -> NotebookServer:
+def server_stop(*, server: NotebookServer, hub: JupyterHub | None = None,
+                reason: str = NotebookServer.EndReason.STOPPED) -> NotebookServer:
     """Stop the server; its Slurm job is cancelled, queued or running."""
     hub = hub or JupyterHub.from_settings()
     server.stop_requested_at = timezone.now()
@@ -189,9 +271,15 @@ def server_stop(*, server: NotebookServer, hub: JupyterHub | None = None) -> Not
     except HubError as error:
         raise _hub_error(error) from error
     server.ended_at = timezone.now()
-    server.end_reason = NotebookServer.EndReason.STOPPED
+    server.end_reason = reason
     server.save(update_fields=["ended_at", "end_reason"])
     return server
+
+
+def server_connect(*, server: NotebookServer) -> None:
+    """The user opens JupyterLab through the portal: the first time is the session's first connect."""
+    NotebookServer.objects.filter(pk=server.pk, first_connect_at__isnull=True).update(
+        first_connect_at=timezone.now())
 
 
 def servers_refresh(*, user: User, hub: JupyterHub | None = None) -> dict[str, HubServer] | None:
@@ -209,11 +297,21 @@ def servers_refresh(*, user: User, hub: JupyterHub | None = None) -> dict[str, H
     return hub_servers
 
 
+def _reason_noted(server: NotebookServer, reason: str, now: datetime) -> bool:
+    """Add Slurm's pending reason to the server's history when it changed; True if it did."""
+    history = server.pending_reasons
+    if not reason or (history and history[-1][1] == reason):
+        return False
+    server.pending_reasons = [*history, [now.isoformat(), reason]]
+    return True
+
+
 @transaction.atomic
 def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
-    """Adopt servers started at the hub directly, record job ids, and end what the hub no longer
-    runs and never had a Slurm job for; those with one are ended by the poll cycle, from Slurm's
-    own record (`servers_apply_accounting`)."""
+    """Adopt servers started at the hub directly, record job ids and timing from the hub's view
+    (its spawner watches the queue every fraction of a second while a server starts), and end what
+    the hub no longer runs and never had a Slurm job for; those with one are ended by the poll
+    cycle, from Slurm's own record (`servers_apply_accounting`)."""
     now = timezone.now()
     active = {s.name: s for s in NotebookServer.objects.select_for_update().filter(
         user=user, ended_at__isnull=True)}
@@ -224,13 +322,15 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
                 user=user, name=name, partition=str(options.get("partition", "")),
                 gpus=int(options.get("gpus", 0)), hours=float(options.get("hours", 0)),
                 nodes=int(options.get("nodes", 1)), environment=_environment_name(options.get("environment")),
+                hub_accepted_at=now,
             )
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[s.job_id for s in hub_servers.values() if s.job_id])}
     for name, server in active.items():
         hub_server = hub_servers.get(name)
         if hub_server is None:
-            if not server.job_id:
+            # Not accepted yet: the spawn task (or its retry) is still asking the hub.
+            if not server.job_id and server.hub_accepted_at is not None:
                 server.ended_at = now
                 server.end_reason = (NotebookServer.EndReason.STOPPED if server.stop_requested_at
                                      else NotebookServer.EndReason.ENDED)
@@ -240,13 +340,24 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
         server.job_id = hub_server.job_id or server.job_id
         server.last_activity = hub_server.last_activity or server.last_activity
         server.ends_at = job.end_time if job is not None and job.state == "RUNNING" else server.ends_at
-        server.save(update_fields=["job_id", "last_activity", "ends_at"])
+        fields = ["job_id", "last_activity", "ends_at"]
+        if hub_server.slurm_state == "RUNNING" and server.started_at is None:
+            server.started_at = job.start_time if job is not None and job.start_time else now
+            fields.append("started_at")
+        if hub_server.ready and server.ready_at is None:
+            server.ready_at = now
+            fields.append("ready_at")
+        if hub_server.slurm_state == "PENDING" and _reason_noted(server, hub_server.slurm_detail, now):
+            fields.append("pending_reasons")
+        server.save(update_fields=fields)
 
 
-def servers_apply_queue(*, queue: list[QueuedJob]) -> list[NotebookServer]:
-    """The poll cycle, for every user's active servers: record the Slurm job and its end time from
-    this cycle's squeue (a job is found by id, or by owner and the hub's job name before the portal
-    knows its id). Returns the servers whose job has left the queue: accounting says how it ended."""
+def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) -> list[NotebookServer]:
+    """The poll cycle, for every user's active servers: record the Slurm job, when it started, its
+    pending reasons and end time from this cycle's squeue (a job is found by id, or by owner and the
+    hub's job name before the portal knows its id). Returns the servers whose job has left the
+    queue: accounting says how it ended."""
+    now = now or timezone.now()
     live = [row for row in queue if row.state in LIVE_SLURM_STATES]  # the queue keeps finished jobs too
     by_id = {row.job_id: row for row in live}
     by_name = {(row.user, row.name): row for row in live if row.name.startswith(JOB_NAME_PREFIX)}
@@ -258,10 +369,16 @@ def servers_apply_queue(*, queue: list[QueuedJob]) -> list[NotebookServer]:
             if server.job_id:
                 left.append(server)
             continue
+        changes: dict[str, Any] = {}
         ends_at = row.end_time if row.state == "RUNNING" else server.ends_at
         if (server.job_id, server.ends_at) != (row.job_id, ends_at):
-            NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
-                job_id=row.job_id, ends_at=ends_at)
+            changes.update(job_id=row.job_id, ends_at=ends_at)
+        if row.state == "RUNNING" and server.started_at is None:
+            changes["started_at"] = row.start_time or now
+        if row.state == "PENDING" and _reason_noted(server, row.reason, now):
+            changes["pending_reasons"] = server.pending_reasons
+        if changes:
+            NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(**changes)
     return left
 
 

@@ -2,18 +2,35 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.core.errors import InvalidInput, PortalError
+from portal.launches.selectors import session_initial
+from portal.policy.services import policy_current, user_groups
 from portal.servers.forms import ServerStartForm
-from portal.servers.selectors import server_cards, server_get
-from portal.servers.services import server_start, server_stop, servers_refresh
+from portal.servers.selectors import server_card, server_cards_active, server_get, server_recent_page
+from portal.servers.services import server_connect, server_start, server_stop, servers_refresh
+
+# Cards in these states change by themselves: the page asks for fresh ones every few seconds.
+MOVING = {"submitting", "queued", "starting", "stopping", "unknown"}
+
+
+def _cards_context(request: HttpRequest) -> dict:
+    hub_servers = servers_refresh(user=request.user)
+    cards = server_cards_active(user=request.user, hub_servers=hub_servers)
+    return {"cards": cards, "hub_down": hub_servers is None,
+            "recent": server_recent_page(user=request.user, page=request.GET.get("recent", 1)),
+            "moving": any(card.state in MOVING for card in cards)}
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def server_list_view(request: HttpRequest) -> HttpResponse:
-    form = ServerStartForm(request.POST or None, user=request.user)
+    policy = policy_current()
+    groups = user_groups(request.user)
+    # Relaunch, preset or the last session's options (portal.launches).
+    form = ServerStartForm(request.POST or None, user=request.user, policy=policy, groups=groups,
+                           initial=session_initial(user=request.user, query=request.GET))
     if request.method == "POST" and form.is_valid():
         try:
             server = server_start(user=request.user, **form.cleaned_data)
@@ -25,13 +42,31 @@ def server_list_view(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Starting {server.name}.")
             return redirect("servers:list")
-    hub_servers = servers_refresh(user=request.user)
-    cards = server_cards(user=request.user, hub_servers=hub_servers)
     return render(request, "servers/list.html", {
-        "form": form, "cards": cards, "hub_down": hub_servers is None,
-        # Refresh the page while something is on its way.
-        "refresh": any(card.state in {"submitting", "queued", "starting", "stopping"} for card in cards),
+        "form": form, "profiles": policy.profiles_for(groups), **_cards_context(request),
     }, status=400 if form.errors else 200)
+
+
+@login_required
+@require_GET
+def server_cards_view(request: HttpRequest) -> HttpResponse:
+    """The cards alone, for the page's polling (servers/list.html): no reload to see progress."""
+    return render(request, "servers/_cards.html", _cards_context(request))
+
+
+@login_required
+@require_GET
+def server_open_view(request: HttpRequest, name: str) -> HttpResponse:
+    """Open JupyterLab: notes the first connect, then on to the hub."""
+    server = server_get(user=request.user, name=name)
+    if server is None:
+        raise Http404("No such server.")
+    card = server_card(server=server, hub_servers=servers_refresh(user=request.user))
+    if not card.url:
+        messages.error(request, f"{name} is not ready yet: {card.status}.")
+        return redirect("servers:list")
+    server_connect(server=server)
+    return redirect(card.url)
 
 
 @login_required

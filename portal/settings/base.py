@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "portal.cluster",
     "portal.environments",
     "oauth2_provider",
+    "portal.policy",
     "portal.servers",
     "portal.jobs",
     "portal.poll",
@@ -321,11 +322,6 @@ JOBS_TENSORBOARD_LOGDIR = env("JOBS_TENSORBOARD_LOGDIR", default="{home}/logs/jo
 # The largest metrics file (job-<uuid>.metrics.json) the portal reads when a job ends.
 JOBS_METRICS_MAX_BYTES = env.int("JOBS_METRICS_MAX_BYTES", default=4 * 1024 * 1024)
 JOBS_DEFAULT_TIME_MINUTES = env.int("JOBS_DEFAULT_TIME_MINUTES", default=8 * 60)
-# CPUs and memory that come with each GPU (and what a job without GPUs gets), per partition;
-# "*" applies to partitions not named.
-JOBS_PARTITION_RESOURCES = {
-    "*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48, "cpus_without_gpu": 2, "mem_gb_without_gpu": 8},
-}
 # A submission that found Slurm unreachable is retried by the poll cycle after this long.
 JOBS_RETRY_SECONDS = env.float("JOBS_RETRY_SECONDS", default=SLURM_TIMEOUT_SECONDS + 10)
 # Whoever submits a job holds it this long: longer than the worst case of the two Slurm calls it
@@ -351,9 +347,28 @@ OAUTH2_PROVIDER = {
     "REFRESH_TOKEN_EXPIRE_SECONDS": env.int("OAUTH_REFRESH_TOKEN_EXPIRE_SECONDS", default=86400),
     "PKCE_REQUIRED": True,
 }
-SERVERS_DEFAULT_HOURS = env.float("SERVERS_DEFAULT_HOURS", default=8.0)
-SERVERS_MAX_PER_USER = env.int("HUB_SERVERS_PER_USER", default=3)
-SERVERS_MAX_GPUS_PER_USER = env.int("HUB_MAX_GPUS_PER_USER", default=4)
+
+# --- One policy for sessions and jobs (portal.policy): published as POLICY_FILE for the hub ---
+# CPUs and memory per node that come with each GPU (and what a session or job without GPUs gets),
+# per partition; "*" applies to partitions not named.
+POLICY_PARTITION_RESOURCES = {
+    "*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48, "cpus_without_gpu": 2, "mem_gb_without_gpu": 8},
+}
+# Defaults and maxima per LDAP group (the most generous of a user's groups applies; "*": anybody in
+# no group named here): max_gpus and max_sessions at once, max_hours per session or job, partitions
+# and environments allowed (null: all), default_gpus, default_hours.
+POLICY_GROUPS = env.json("POLICY_GROUPS", default={"*": {
+    "max_gpus": env.int("HUB_MAX_GPUS_PER_USER", default=4),
+    "max_sessions": env.int("HUB_SERVERS_PER_USER", default=3),
+    "max_hours": SITE_MAX_WALLTIME_MINUTES / 60,
+    "default_hours": env.float("SERVERS_DEFAULT_HOURS", default=8.0),
+}})
+# Written by the portal (poll cycle, profile changes, `manage.py policy_publish`), read by the hub.
+POLICY_FILE = env("GPUPORTAL_POLICY_FILE", default=str(_STATE / "policy" / "policy.json"))
+# A session the hub has not accepted yet is handed to Celery again after this long, at most this often.
+SERVERS_SPAWN_RETRY_SECONDS = env.float("SERVERS_SPAWN_RETRY_SECONDS",
+                                        default=JUPYTERHUB_TIMEOUT_SECONDS + 10)
+SERVERS_SPAWN_ATTEMPTS = 3
 # The hub's idle culler stops a server after this long without activity (spawners/hub.sh).
 SERVERS_IDLE_TIMEOUT_SECONDS = env.int("HUB_CULL_TIMEOUT", default=3600)
 # Job states share the field name `state` with other apps' enums: name them in the schema.

@@ -1,5 +1,7 @@
 """Test settings: the same services as `make up`, a throwaway test database, fast hashing."""
 
+import os
+
 from .base import *  # noqa: F403
 
 # Throwaway secrets of the tests' own (base.py has no defaults): never the ones `make up` generated.
@@ -11,3 +13,5 @@ CELERY_TASK_ALWAYS_EAGER = True
 AXES_FAILURE_LIMIT = 5
 # Separate names let several test runs share one PostgreSQL server.
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_gpuportal")}  # noqa: F405
+# Never the policy file of `make up`'s hub: one per test process.
+POLICY_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/policy.json"  # noqa: S108

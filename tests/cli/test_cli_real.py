@@ -84,7 +84,7 @@ def test_a_failing_job_makes_wait_exit_1(logged_in, poller):
 
 def test_a_job_slurm_rejects_says_why(logged_in, poller, settings):
     # Memory no node has: sbatch refuses, and --wait ends at once with Slurm's message.
-    settings.JOBS_PARTITION_RESOURCES = {"*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48,
+    settings.POLICY_PARTITION_RESOURCES = {"*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48,
                                                "cpus_without_gpu": 1, "mem_gb_without_gpu": 4000}}
     done = logged_in("submit", "custom", "-p", "commands=true", "--gpus", "0", "--time", "5", "--wait")
     assert done.returncode == Exit.UNSUCCESSFUL

@@ -12,7 +12,7 @@ from tests.conftest import ROOT
 
 SECRET_NAMES = ("JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET", "HUB_CULLER_TOKEN",
                 "CONFIGPROXY_AUTH_TOKEN", "JUPYTERHUB_CRYPT_KEY")
-HUB_KEYS = ("HUB_BIND_URL", "HUB_CONNECT_URL", "HUB_SERVER_IP", "HUB_EXEC_HOST", "HUB_PARTITIONS")
+HUB_KEYS = ("HUB_BIND_URL", "HUB_CONNECT_URL", "HUB_SERVER_IP", "HUB_EXEC_HOST", "GPUPORTAL_POLICY_FILE")
 
 
 def _hub_config(**environment: str) -> dict:
@@ -21,7 +21,7 @@ def _hub_config(**environment: str) -> dict:
             "print(json.dumps({'bind': c.JupyterHub.hub_bind_url, "
             "'connect': c.JupyterHub.get('hub_connect_url'), 'args': c.Spawner.args, "
             "'exechost': c.PortalSlurmSpawner.state_exechost_exp, "
-            "'partitions': c.PortalSlurmSpawner.partitions}))")
+            "'policy_file': c.PortalSlurmSpawner.policy_file}))")
     base = {key: value for key, value in os.environ.items() if key not in HUB_KEYS}
     secrets_env = {name: secrets.token_hex(32) for name in SECRET_NAMES}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -30,11 +30,12 @@ def _hub_config(**environment: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_local_defaults_stay_on_loopback_and_allow_two_node_sessions():
+def test_local_defaults_stay_on_loopback_and_read_the_portals_policy():
     config = _hub_config()
     assert config["bind"] == "http://127.0.0.1:8081" and config["connect"] is None
     assert "--ServerApp.ip=127.0.0.1" in config["args"] and config["exechost"] == "127.0.0.1"
-    assert config["partitions"]["gpu"]["max_nodes"] == 2
+    # Partitions (two-node sessions on the local cluster) come from the policy the portal publishes.
+    assert config["policy_file"] == "/var/lib/gpuportal/policy/policy.json"
 
 
 def test_a_service_node_apart_from_the_compute_nodes():

@@ -24,7 +24,7 @@ def hub(monkeypatch, partitions):
 def test_the_environment_reaches_the_hub_and_the_record(token_client, hub):
     environment()
     response = token_client.post(URL, {"name": "work", "gpus": 1, "environment": "pytorch"}, format="json")
-    assert response.status_code == 201, response.json()
+    assert response.status_code == 202, response.json()
     assert response.json()["environment"] == "pytorch"
     assert hub.started == [{"partition": "gpu", "gpus": 1, "hours": 8.0, "nodes": 1,
                             "environment": "pytorch", "environment_kernel": "pytorch",
@@ -33,7 +33,7 @@ def test_the_environment_reaches_the_hub_and_the_record(token_client, hub):
 
 
 def test_no_environment_sends_none(token_client, hub):
-    assert token_client.post(URL, {"name": "work", "environment": ""}, format="json").status_code == 201
+    assert token_client.post(URL, {"name": "work", "environment": ""}, format="json").status_code == 202
     assert "environment" not in hub.started[0]
     assert token_client.get(f"{URL}work/").json()["environment"] == ""
 

@@ -117,7 +117,7 @@ def test_history_has_gpu_hours_from_sacct(token_client, slurm):
 
 def test_rejection_message_is_stored(token_client, slurm, settings):
     # Memory the node does not have: Slurm refuses at submission and says why.
-    settings.JOBS_PARTITION_RESOURCES = {"*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48,
+    settings.POLICY_PARTITION_RESOURCES = {"*": {"cpus_per_gpu": 8, "mem_gb_per_gpu": 48,
                                                "cpus_without_gpu": 1, "mem_gb_without_gpu": 4000}}
     response = _submit(token_client, "custom", {"commands": "true", "gpus": 0, "time_limit": 5})
     body = response.json()

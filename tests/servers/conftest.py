@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from django.conf import settings as django_settings
 
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.servers.hub import JupyterHub
@@ -115,11 +116,8 @@ def hub(live_server):
         "HUB_CULL_TIMEOUT": str(CULL_TIMEOUT), "HUB_CULL_EVERY": "5",
         # A server busy with a long cell reports it in time (the notebook templates run for minutes).
         "HUB_SERVER_ACTIVITY_INTERVAL": "10",
-        # The hub allows more GPUs than a node has, so a test can watch Slurm refuse a job, and
-        # 2 nodes for a session spanning the local cluster's two.
-        "HUB_PARTITIONS": '{"gpu": {"max_gpus": 8, "max_nodes": 2}, '
-                          '"debug": {"max_gpus": 4, "max_hours": 1}}',
-        "HUB_MAX_GPUS_PER_USER": "8",
+        # The limits: the policy this test process's portal publishes (portal_hub, every poll).
+        "GPUPORTAL_POLICY_FILE": django_settings.POLICY_FILE,
     }
     hub = Hub(url=f"http://127.0.0.1:{PROXY_PORT}", api_url=f"http://127.0.0.1:{HUB_PORT}/hub/api",
               env=env)
@@ -152,7 +150,8 @@ def portal_hub(hub, settings, transactional_db, slurm):
     settings.JUPYTERHUB_API_TOKEN = hub.token
     settings.JUPYTERHUB_OAUTH_CLIENT_SECRET = hub.env["JUPYTERHUB_OAUTH_CLIENT_SECRET"]
     hub_oauth_application_ensure()
-    # Bounded wait: a fault test before this one may have just restarted slurmctld.
+    # Bounded wait: a fault test before this one may have just restarted slurmctld. The cycle also
+    # publishes the policy the hub reads.
     wait_for(lambda: slurm_poll(slurm=slurm).error == "", 60, "a successful Slurm poll", interval=1)
     yield hub
     hub.stop_all_servers()

@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 import factory
+from django.utils import timezone
 
 from portal.cluster.models import Partition, PartitionGpu, SlurmJob
 from portal.servers.models import NotebookServer
@@ -41,6 +42,7 @@ class NotebookServerFactory(factory.django.DjangoModelFactory):
     gpus = 1
     hours = 8.0
     nodes = 1
+    hub_accepted_at = factory.LazyFunction(timezone.now)
 
 
 class SlurmJobFactory(factory.django.DjangoModelFactory):

@@ -9,7 +9,13 @@ from oauth2_provider.models import AccessToken, Application
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
-from portal.servers.services import servers_apply_accounting, servers_apply_queue, servers_sync
+from portal.servers.services import (
+    server_spawn,
+    servers_apply_accounting,
+    servers_apply_queue,
+    servers_spawn_retry,
+    servers_sync,
+)
 from slurm.parsing import AccountedJob
 from tests.factories import UserFactory
 from tests.servers.factories import (
@@ -76,13 +82,13 @@ def partitions(db):
 
 def test_start_rebuilds_options_and_shows_the_server_starting(token_client, hub):
     response = token_client.post(URL, {"name": "work", "gpus": 2}, format="json")
-    assert response.status_code == 201, response.json()
+    assert response.status_code == 202, response.json()
     assert response.json()["state"] == "starting"
     assert hub.started == [{"partition": "gpu", "gpus": 2, "hours": 8.0, "nodes": 1}]
 
 
 def test_default_time_on_a_limited_partition_is_its_limit(token_client, hub):
-    assert token_client.post(URL, {"partition": "debug"}, format="json").status_code == 201
+    assert token_client.post(URL, {"partition": "debug"}, format="json").status_code == 202
     assert hub.started[0]["hours"] == 1
 
 
@@ -109,14 +115,20 @@ def test_gpu_quota_counts_running_servers(token_client, user, hub):
     NotebookServerFactory(user=user, gpus=3)
     response = token_client.post(URL, {"gpus": 2}, format="json")
     assert response.status_code == 400
-    assert "quota is 4 GPUs" in response.json()["fields"]["gpus"][0]
+    assert "limit is 4 GPUs across your sessions; 3 are in use" in response.json()["fields"]["gpus"][0]
 
 
-def test_slurm_or_hub_refusal_is_shown(token_client, hub):
+def test_slurm_or_hub_refusal_ends_the_session_with_its_words(token_client, hub):
     hub.refusal = "Requested node configuration is not available"
-    response = token_client.post(URL, {"gpus": 1}, format="json")
-    assert response.status_code == 400
-    assert "node configuration" in response.json()["fields"]["non_field_errors"][0]
+    response = token_client.post(URL, {"name": "refused", "gpus": 1}, format="json")
+    assert response.status_code == 202  # the hub is asked after the answer
+    body = token_client.get(f"{URL}refused/").json()
+    assert body["state"] == "ended" and body["end_reason"] == "Refused"
+    assert "node configuration" in body["status"] and "node configuration" in body["end_detail"]
+    assert hub.running == {}  # nothing half-made stays in the hub
+    # The name is free again.
+    hub.refusal = ""
+    assert token_client.post(URL, {"name": "refused", "gpus": 1}, format="json").status_code == 202
 
 
 def test_queued_server_shows_slurms_reason(token_client, user, hub):
@@ -159,7 +171,44 @@ def test_hub_down_keeps_servers_in_unknown_state(token_client, user, hub):
     body = token_client.get(URL).json()
     assert [(s["name"], s["state"]) for s in body] == [("kept", "unknown")]
     assert NotebookServer.objects.get(name="kept").ended_at is None
-    assert token_client.post(URL, {"name": "new"}, format="json").status_code == 503
+
+
+def test_a_start_while_the_hub_is_down_waits_and_is_retried_by_the_poll_cycle(token_client, hub, settings):
+    hub.down = True
+    response = token_client.post(URL, {"name": "new"}, format="json")
+    assert (response.status_code, response.json()["state"]) == (202, "starting")
+    server = NotebookServer.objects.get(name="new")
+    assert (server.spawn_attempts, server.hub_accepted_at, server.ended_at) == (1, None, None)
+    hub.down = False
+    now = timezone.now()
+    NotebookServer.objects.filter(pk=server.pk).update(created_at=now - timedelta(minutes=5))
+    assert servers_spawn_retry(now=now) == 0  # its last attempt is recent
+    NotebookServer.objects.filter(pk=server.pk).update(spawn_attempted_at=now - timedelta(minutes=5))
+    assert servers_spawn_retry(now=now) == 1
+    server.refresh_from_db()
+    assert server.hub_accepted_at is not None and "new" in hub.running
+
+
+def test_a_start_the_hub_never_answers_ends_after_its_attempts(token_client, hub, settings):
+    hub.down = True
+    token_client.post(URL, {"name": "lost"}, format="json")
+    for _ in range(settings.SERVERS_SPAWN_ATTEMPTS - 1):
+        an_hour_ago = timezone.now() - timedelta(hours=1)
+        NotebookServer.objects.filter(name="lost").update(spawn_attempted_at=an_hour_ago)
+        server_spawn(server_id=NotebookServer.objects.get(name="lost").pk)
+    server = NotebookServer.objects.get(name="lost")
+    assert (server.end_reason, server.spawn_attempts) == ("refused", settings.SERVERS_SPAWN_ATTEMPTS)
+    assert "did not answer" in server.end_detail
+
+
+def test_the_answer_comes_before_the_hub_is_asked(token_client, monkeypatch):
+    """With a real broker the task runs later: the POST answers from the record alone."""
+    calls = []
+    monkeypatch.setattr("portal.servers.tasks.server_spawn.delay", lambda pk: calls.append(pk))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: pytest.fail("hub asked")))
+    response = token_client.post(URL, {"name": "quick"}, format="json")
+    assert (response.status_code, response.json()["state"]) == (202, "starting")
+    assert calls == [NotebookServer.objects.get(name="quick").pk]
 
 
 @pytest.mark.parametrize(("fields", "slurm_state", "reason"), [

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from portal.policy.models import ResourceProfile
+from portal.policy.services import policy_publish
 from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_cards
 from portal.servers.services import server_start, server_stop, servers_refresh
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
+from tests.policy.cases import OVER_LIMITS, POLICY_GROUPS, PROFILE
 from tests.poll_helpers import slurm_poll
 from tests.servers.conftest import (
     CULL_TIMEOUT,
@@ -114,13 +117,20 @@ def test_bob_cannot_reach_alices_server(portal_hub, live_server):
     assert response.status_code == 200 and "JupyterLab" in response.text
 
 
-def test_hub_api_refuses_options_beyond_limits_or_overriding_the_script(portal_hub):
+def test_hub_api_refuses_the_over_limit_table_and_script_overrides(portal_hub, settings):
+    """The shared table (tests/policy/cases.py) through the real hub's API: the same messages as the
+    form and the REST API, from the policy file this portal published."""
+    settings.POLICY_GROUPS = POLICY_GROUPS
+    UserFactory(username="alice")  # in portal-users, as LDAP says at login
+    ResourceProfile.objects.create(**PROFILE)  # publishes the policy, the users' groups with it
     portal_hub.request("POST", "/users/alice")
     before = subprocess.run(["squeue", "-h", "-u", "alice", "-o", "%i"], capture_output=True,
                             text=True, check=True).stdout.split()
-    for options in ({"gpus": 64}, {"gpus": 1, "cmd": "/bin/sh -c 'id'"},
-                    {"gpus": 1, "options": "--uid=0"}, {"gpus": 1, "prologue": "touch /tmp/pwned"},
-                    {"partition": "debug", "hours": 5}, {"hours": 0}, {"partition": "nope"}):
+    for options, _field, message in OVER_LIMITS:
+        response = portal_hub.request("POST", "/users/alice/servers/evil", json={"user_options": options})
+        assert (response.status_code, response.json()["message"]) == (400, message), options
+    for options in ({"gpus": 1, "cmd": "/bin/sh -c 'id'"}, {"gpus": 1, "options": "--uid=0"},
+                    {"gpus": 1, "prologue": "touch /tmp/pwned"}):
         response = portal_hub.request("POST", "/users/alice/servers/evil", json={"user_options": options})
         assert response.status_code == 400, (options, response.text)
     after = subprocess.run(["squeue", "-h", "-u", "alice", "-o", "%i"], capture_output=True,
@@ -168,11 +178,15 @@ def test_portal_logout_ends_hub_access(portal_hub, live_server):
     assert "/accounts/login/" in response.url
 
 
-def test_slurm_refusing_the_job_says_why(portal_hub):
+def test_slurm_refusing_the_job_says_why(portal_hub, settings):
+    # A policy whose share of memory per GPU no node has: the hub lets it through, Slurm refuses.
+    sizes = settings.POLICY_PARTITION_RESOURCES["*"]
+    settings.POLICY_PARTITION_RESOURCES = {"*": {**sizes, "mem_gb_per_gpu": 4000}}
+    policy_publish()
     portal_hub.request("POST", "/users/alice")
-    response = portal_hub.request("POST", "/users/alice/servers/huge", json={"user_options": {"gpus": 5}})
+    response = portal_hub.request("POST", "/users/alice/servers/huge", json={"user_options": {"gpus": 1}})
     assert response.status_code == 400
-    assert "Requested node configuration is not available" in response.json()["message"]
+    assert "Memory specification can not be satisfied" in response.json()["message"]
 
 
 def test_workspace_gets_templates_without_clobbering_edits_the_data_mount_and_both_kernels(

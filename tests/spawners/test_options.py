@@ -1,23 +1,35 @@
-"""The spawner rebuilds every option server-side: limits, unknown keys, the batch script it writes."""
+"""The spawner rebuilds every option server-side: limits (the portal's published policy), unknown
+keys, the batch script it writes."""
+
+import tempfile
+from pathlib import Path
 
 import pytest
 from tornado import web
 
+from portal.policy.rules import GroupRules, PartitionRules, Policy, Profile, Usage
 from spawners.slurm_spawner import (
     OptionError,
-    PartitionPolicy,
     PortalSlurmSpawner,
     apply_portal_options,
     rebuild_options,
 )
 from tests.spawners.test_poller import run
 
-POLICIES = {"gpu": PartitionPolicy(max_gpus=4), "debug": PartitionPolicy(max_gpus=2, max_hours=1)}
+POLICY = Policy(
+    partitions={"gpu": PartitionRules(name="gpu", nodes=1, gpus_per_node=4, max_hours=168),
+                "debug": PartitionRules(name="debug", nodes=1, gpus_per_node=2, max_hours=1)},
+    default_partition="gpu", groups={"*": GroupRules(max_gpus=4)},
+    profiles={"small": Profile(name="small", title="1 GPU · 2 h", partition="gpu", gpus=1, hours=2)},
+)
+# What the portal publishes (portal.policy.services.policy_publish), for the spawners made here.
+POLICY_FILE = Path(tempfile.mkdtemp(prefix="gpuportal-spawner-test-")) / "policy.json"
+POLICY_FILE.write_text(POLICY.to_json())
 
 
-def rebuild(raw, gpus_in_use=0):
-    return rebuild_options(raw, policies=POLICIES, default_partition="gpu", default_hours=8.0,
-                           gpus_in_use=gpus_in_use, max_gpus_per_user=4)
+def rebuild(raw, gpus_in_use=0, sessions=0):
+    return rebuild_options(raw, policy=POLICY, groups=["portal-users"],
+                           usage=Usage(sessions=sessions, gpus=gpus_in_use))
 
 
 def test_defaults_are_one_gpu_eight_hours_on_the_default_partition():
@@ -29,7 +41,13 @@ def test_defaults_are_one_gpu_eight_hours_on_the_default_partition():
 def test_cpus_and_memory_follow_the_gpus():
     options = rebuild({"gpus": 3})
     assert (options.cpus, options.mem_gb) == (24, 144)
-    assert rebuild({"gpus": 0}).cpus == 8  # a CPU-only server still gets one share
+    assert (rebuild({"gpus": 0}).cpus, rebuild({"gpus": 0}).mem_gb) == (2, 8)  # a CPU-only session
+
+
+def test_a_profile_gives_the_size_and_explicit_options_override_it():
+    options = rebuild({"profile": "small"})
+    assert (options.gpus, options.hours, options.as_user_options()["profile"]) == (1, 2, "small")
+    assert rebuild({"profile": "small", "hours": 3}).hours == 3
 
 
 def test_default_time_is_capped_by_the_partition():
@@ -41,7 +59,7 @@ def test_strings_from_forms_are_accepted():
 
 
 @pytest.mark.parametrize(("raw", "message"), [
-    ({"gpus": 64}, "At most 4 GPUs"),
+    ({"gpus": 64}, "has at most 4 GPUs per node"),
     ({"gpus": -1}, "cannot be negative"),
     ({"gpus": True}, "whole number"),
     ({"gpus": 1.5}, "whole number"),
@@ -51,6 +69,8 @@ def test_strings_from_forms_are_accepted():
     ({"hours": "nan"}, "must be a number"),
     ({"partition": "debug", "hours": 2}, "at most 1 h"),
     ({"nodes": 2}, "1 to 1 node"),
+    ({"profile": "huge"}, "Unknown profile"),
+    ({"partition": ["gpu"]}, "partition must be a name"),
     ({"cmd": "/bin/sh -c evil"}, "Unknown option(s): cmd"),
     ({"options": "--uid=0"}, "Unknown option(s): options"),
     ({"prologue": "rm -rf ~"}, "Unknown option(s): prologue"),
@@ -63,9 +83,16 @@ def test_bad_options_are_refused(raw, message):
 
 
 def test_quota_counts_the_users_other_servers():
-    with pytest.raises(OptionError, match="quota is 4 GPUs"):
+    with pytest.raises(OptionError, match="limit is 4 GPUs across your sessions; 3 are in use"):
         rebuild({"gpus": 2}, gpus_in_use=3)
     assert rebuild({"gpus": 1}, gpus_in_use=3).gpus == 1
+    with pytest.raises(OptionError, match="limit is 3 sessions at once"):
+        rebuild({}, sessions=3)
+
+
+class FakeGroup:
+    def __init__(self, name):
+        self.name = name
 
 
 class FakeUser:
@@ -73,10 +100,11 @@ class FakeUser:
 
     def __init__(self):
         self.spawners = {}
+        self.groups = [FakeGroup("portal-users")]
 
 
 def make_spawner(**config):
-    spawner = PortalSlurmSpawner(user=FakeUser(), **config)
+    spawner = PortalSlurmSpawner(user=FakeUser(), **{"policy_file": str(POLICY_FILE), **config})
     spawner.user.spawners["x"] = spawner
     return spawner
 
@@ -94,7 +122,7 @@ def test_hook_turns_refusals_into_http_400():
     with pytest.raises(web.HTTPError) as error:
         apply_portal_options(spawner, {"gpus": 64})
     assert error.value.status_code == 400
-    assert "At most 4 GPUs" in error.value.log_message
+    assert error.value.log_message == "Partition gpu has at most 4 GPUs per node."
 
 
 def test_batch_script_has_only_rebuilt_values(tmp_path):

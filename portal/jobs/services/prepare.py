@@ -24,6 +24,8 @@ from portal.jobs.job_templates import (
     script_body_render,
 )
 from portal.jobs.selectors import PartitionLimits, partition_limits_list
+from portal.policy.rules import job_limits_check
+from portal.policy.services import policy_current, user_groups
 from slurm.parsing import format_duration
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+-]{0,63}$")
@@ -93,6 +95,10 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
             values["partition"] = partition.name
     if partition is not None and not problems:
         problems.update(_limits_check(found, values, partition))
+    if partition is not None and not problems:  # the user's group limits, from the one policy
+        problems.update({key: [message] for key, message in job_limits_check(
+            policy_current(), groups=user_groups(user), partition=partition.name,
+            minutes=values["time_limit"]).items()})
     environment = None
     if values.get("environment"):
         environment = environment_get(user=user, name=values["environment"])

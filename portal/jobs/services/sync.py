@@ -65,7 +65,7 @@ class JobsUnsettled:
     unresolved: list[Job] = field(default_factory=list)  # due retries whose UUID is not in the queue
 
 
-_LIVE_FIELDS = ["state", "reason", "started_at", "node_list", "gpus_allocated"]
+_LIVE_FIELDS = ["state", "reason", "pending_reasons", "started_at", "node_list", "gpus_allocated"]
 _FINAL_FIELDS = ["state", "reason", "started_at", "ended_at", "elapsed", "node_list", "gpus_allocated",
                  "gpu_hours", "exit_code", "exit_signal"]
 
@@ -152,6 +152,9 @@ def _apply_queue_row(job: Job, row: QueuedJob, state: JobState) -> bool:
     before = [getattr(job, name) for name in _LIVE_FIELDS]
     job.state = state
     job.reason = row.reason if state == JobState.PENDING else ""
+    history = job.pending_reasons or []
+    if job.reason and (not history or history[-1][1] != job.reason):  # the pending reason over time
+        job.pending_reasons = [*history, [timezone.now().isoformat(), job.reason]]
     job.started_at = row.start_time if state != JobState.PENDING else None
     job.node_list = row.nodes[:256]
     job.gpus_allocated = row.gpus if state != JobState.PENDING else None

@@ -1,0 +1,9 @@
+from celery import shared_task
+
+from portal.servers.services import server_spawn as server_spawn_service
+
+
+@shared_task(ignore_result=True)
+def server_spawn(server_id: int) -> None:
+    """Ask the hub for a server the API or the page just recorded (retries: the poll cycle)."""
+    server_spawn_service(server_id=server_id)
