@@ -184,3 +184,33 @@ def test_scrub_hides_keys_and_their_base64():
         scrub("key nvapi-x, auth JG9hdXRodG9rZW46bnZhcGkteA==", ["nvapi-x", "$oauthtoken:nvapi-x"])
         == "key ****, auth ****"
     )
+
+
+def test_a_pull_uses_only_the_pulling_users_own_key(token_client, user, monkeypatch):
+    """alice's key goes into her pull job's environment only; bob's pull of the same image gets none."""
+    submitted = []
+
+    def submit(self, *, script, user, comment, secrets=None):
+        submitted.append((user, dict(secrets or {}), script))
+        return str(100 + len(submitted))
+
+    monkeypatch.setattr("slurm.adapter.Slurm.submit", submit)
+    monkeypatch.setattr("portal.containers.services.job_output_dir_create", lambda **kw: None)
+    image = image_create(
+        name="remote", runtime="podman", reference="127.0.0.1:5000/gpuportal/python:3.11-bookworm"
+    )
+    _post(
+        token_client,
+        "/api/v1/registry-keys/",
+        {"registry": "127.0.0.1:5000", "username": "$oauthtoken", "key": KEY},
+    )
+    assert token_client.post(f"/api/v1/images/{image.pk}/pull/").status_code == 202
+    bob = UserFactory(username="bob")
+    _, key = api_token_create(user=bob, name="t")
+    token_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert token_client.post(f"/api/v1/images/{image.pk}/pull/").status_code == 202
+    (alice_user, alice_secrets, alice_script), (bob_user, bob_secrets, bob_script) = submitted
+    assert alice_user == "alice" and alice_secrets["GPUPORTAL_REGISTRY_PASSWORD"] == KEY
+    assert bob_user == "bob" and bob_secrets == {}
+    assert KEY not in alice_script and KEY not in bob_script
+    assert "#SBATCH --output=/home/alice/gpuportal/jobs/job-" in alice_script
