@@ -18,4 +18,6 @@ for name in celery-beat celery-worker gunicorn; do
   kill -KILL -- "-$pid" 2>/dev/null || true
   rm -f "$pidfile"
 done
+# The local image registry (scripts/containers/setup.sh); its data and image stay.
+[[ -x "$ROOT/scripts/containers/setup.sh" ]] && "$ROOT/scripts/containers/setup.sh" stop
 "$ROOT/slurm/dev/down.sh"
