@@ -29,6 +29,7 @@ urlpatterns = [
          name="registry-key-detail"),
     path("templates/", jobs_api.TemplateListApi.as_view(), name="templates"),
     path("jobs/", jobs_api.JobListCreateApi.as_view(), name="jobs"),
+    path("jobs/timing.csv", jobs_api.JobTimingCsvApi.as_view(), name="jobs-timing-csv"),
     path("jobs/<id:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),
     path("jobs/<id:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="job-cancel"),
     path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),

@@ -64,8 +64,12 @@ class JobSerializer(serializers.Serializer):
     time_limit_minutes = serializers.SerializerMethodField()
     slurm_job_id = serializers.CharField()
     submitted_at = serializers.DateTimeField()
+    slurm_submitted_at = serializers.DateTimeField(allow_null=True, help_text="Slurm accepted it")
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
+    pending_reasons = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="[time, reason] each time Slurm's pending reason changed")
     elapsed_seconds = serializers.SerializerMethodField()
     node_list = serializers.CharField()
     gpus_allocated = serializers.IntegerField(allow_null=True, help_text="From Slurm's AllocTRES")

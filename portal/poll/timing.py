@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from portal.core.csv_cells import csv_cell
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer
-from portal.servers.timing import csv_cell
 
 LATENCY_CSV_COLUMNS = ["day", "kind", "partition", "count", "queue_wait_median_s", "queue_wait_p95_s",
                        "start_latency_median_s", "start_latency_p95_s"]

@@ -4,17 +4,12 @@ Slurm's pending reasons; queue wait = started - submitted, start latency = ready
 from datetime import datetime
 from typing import Any
 
+from portal.core.csv_cells import csv_cell
 from portal.servers.models import NotebookServer
 
 SESSION_CSV_COLUMNS = ["name", "partition", "gpus", "nodes", "hours", "profile", "job_id", "submitted",
                        "hub_accepted", "started", "ready", "first_connect", "ended", "end_reason",
                        "queue_wait_seconds", "start_latency_seconds", "pending_reasons"]
-
-
-def csv_cell(value: object) -> str:
-    """A cell a spreadsheet shows as text, never runs as a formula."""
-    text = "" if value is None else value.isoformat() if isinstance(value, datetime) else str(value)
-    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

@@ -204,3 +204,33 @@ def squeue_state(job_id: str) -> str:
     out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
                          check=False)
     return out.stdout.strip()
+
+
+@pytest.fixture
+def spawn_in_background(monkeypatch):
+    """The hub call in a thread, as a Celery worker would run it (tests run tasks eagerly, inside the
+    request): the start's answer does not wait for the hub. Returns the threads, to join."""
+    import threading
+
+    from django.db import connections
+
+    from portal.servers import tasks
+    from portal.servers.services import server_spawn
+
+    threads: list[threading.Thread] = []
+
+    def run(server_id: int) -> None:
+        try:
+            server_spawn(server_id=server_id)
+        finally:
+            connections.close_all()
+
+    def delay(server_id: int) -> None:
+        thread = threading.Thread(target=run, args=(server_id,), daemon=True)
+        threads.append(thread)
+        thread.start()
+
+    monkeypatch.setattr(tasks.server_spawn, "delay", delay)
+    yield threads
+    for thread in threads:
+        thread.join(timeout=60)

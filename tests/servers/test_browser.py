@@ -1,6 +1,7 @@
 """A person in headless Chromium: one portal login, a 1-GPU server, JupyterLab, a cell, a terminal."""
 
 import os
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -8,9 +9,12 @@ import pytest
 from django.db import connections
 from playwright.sync_api import sync_playwright
 
+from portal.policy.models import ResourceProfile
+from portal.servers.models import NotebookServer
 from tests.browser.conftest import CHROMIUM_ARGS
-from tests.poll_helpers import slurm_poll
+from tests.cluster.shape import gpu_nodes
 from tests.servers.conftest import job_gpu_indexes, squeue_state, wait_for
+from tests.servers.test_servers_real import _blocker
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -24,13 +28,13 @@ def test_alice_starts_a_gpu_server_works_in_jupyterlab_and_stops_it(portal_hub, 
         pool.submit(_in_chromium, portal_hub, live_server).result()
 
 
-def _in_chromium(portal_hub, live_server):
+def _in_chromium(portal_hub, live_server, scenario=None):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         try:
             page = browser.new_context().new_page()
             page.set_default_timeout(15000)
-            _scenario(page, portal_hub, live_server)
+            (scenario or _scenario)(page, portal_hub, live_server)
         finally:
             browser.close()
             connections.close_all()  # this thread's, or the test database cannot be dropped
@@ -50,11 +54,9 @@ def _scenario(page, portal_hub, live_server):
     page.fill("#id_hours", "1")
     page.click("#start")
     card = page.locator('[data-server="browser"]')
-    # The page refreshes itself while the server starts.
+    # The cards update themselves while the server starts; node and time left come with "ready".
     page.locator("#open-browser").wait_for(timeout=60000)
     assert card.get_attribute("data-state") == "ready"
-    slurm_poll()  # what Celery beat does every cycle: node and time left come from it
-    page.reload()
     assert card.locator("[data-node]").inner_text()
     assert "left" in card.inner_text()
     page.screenshot(path=ARTIFACTS / "servers-ready.png", full_page=True)
@@ -102,7 +104,51 @@ def _scenario(page, portal_hub, live_server):
     assert f"SLURM_JOB_ID = {job_id}" in text
     lab.close()
 
+    assert NotebookServer.objects.get(name="browser").first_connect_at is not None  # opened via the portal
+
     page.reload()
     page.click("#stop-browser")
-    assert "ended: Stopped by you" in page.locator('[data-server="browser"]').inner_text()
+    # Ended sessions leave the cards for the collapsed "recent" list below the form.
+    assert page.locator('#active-cards [data-server="browser"]').count() == 0
+    page.click("#recent-sessions summary")
+    assert "ended: Stopped by you" in page.locator('#recent-sessions [data-server="browser"]').inner_text()
     wait_for(lambda: squeue_state(job_id) == "", 30, "the Slurm job to end")
+
+
+def test_a_profile_session_goes_queued_starting_ready_without_a_reload(portal_hub, live_server,
+                                                                       spawn_in_background):
+    ResourceProfile.objects.create(name="four-gpus", title="4 GPUs · 1 h", partition="gpu", gpus=4, hours=1)
+    blocker = _blocker()  # a GPU taken on every node: the session must queue for Resources
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(_in_chromium, portal_hub, live_server, _queued_then_ready(blocker)).result()
+    finally:
+        subprocess.run(["scancel", blocker], check=False)
+
+
+def _queued_then_ready(blocker):
+    def scenario(page, portal_hub, live_server):
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.goto(f"{live_server.url}/servers/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", "alice-pw")
+        page.click("button[type=submit]")
+        page.fill("#id_name", "profiled")
+        page.click("#profile-four-gpus")  # one click fills the form from the profile
+        assert (page.input_value("#id_gpus"), page.input_value("#id_hours")) == ("4", "1.0")
+        page.click("#start")
+        page.evaluate("window.notReloaded = true")  # gone if the page reloads
+        card = page.locator('#active-cards [data-server="profiled"]')
+        page.wait_for_selector('#active-cards [data-server="profiled"][data-state="queued"]', timeout=30000)
+        assert "queued: Resources" in card.inner_text()
+        page.screenshot(path=ARTIFACTS / "servers-queued.png", full_page=True)
+        subprocess.run(["scancel", blocker], check=True)
+        page.wait_for_selector('#active-cards [data-server="profiled"][data-state="ready"]', timeout=90000)
+        assert card.locator("[data-node]").inner_text() in gpu_nodes()
+        assert "left" in card.inner_text() and "profile four-gpus" in card.inner_text()
+        assert page.evaluate("window.notReloaded") is True
+        page.screenshot(path=ARTIFACTS / "servers-queued-then-ready.png", full_page=True)
+        server = NotebookServer.objects.get(name="profiled")
+        assert server.profile == "four-gpus" and server.pending_reasons[0][1] == "Resources"
+        assert server.created_at < server.started_at <= server.ready_at
+    return scenario

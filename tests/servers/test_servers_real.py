@@ -3,12 +3,14 @@
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from portal.policy.models import ResourceProfile
 from portal.policy.services import policy_publish
+from portal.poll.cycle import poll_cycle
 from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_cards
 from portal.servers.services import server_start, server_stop, servers_refresh
@@ -253,3 +255,69 @@ def test_tensorboard_in_the_server_for_its_owner_only(portal_hub, live_server, t
     assert job_env(job_id, "TENSORBOARD_PROXY_URL") == {"/user/alice/tb/proxy/%PORT%/"}
     bob = portal_login(live_server, "bob")
     assert bob.get(f"{portal_hub.url}/user/alice/tb/tensorboard/").status_code == 403
+
+
+def _blocker(gpus_per_node: int = 1) -> str:
+    """A plain job of bob's holding a GPU on every node, so a 4-GPU session has to queue for Resources."""
+    job_id = subprocess.run(
+        ["/usr/sbin/runuser", "-u", "bob", "--", "sbatch", "--parsable", f"--nodes={len(gpu_nodes())}",
+         "--ntasks-per-node=1", f"--gres=gpu:{gpus_per_node}", "--time=5", "-o", "/dev/null",
+         "--wrap", "sleep 300"], capture_output=True, text=True, check=True).stdout.strip()
+    try:  # other tests on the shared cluster may hold GPUs for a while
+        wait_for(lambda: squeue_state(job_id) == "RUNNING", 240, "the blocking job to run", interval=1)
+    except BaseException:
+        subprocess.run(["scancel", job_id], check=False)
+        raise
+    return job_id
+
+
+def test_a_start_answers_at_once_and_a_pending_job_is_queued_not_starting(portal_hub, live_server,
+                                                                           spawn_in_background):
+    blocker = _blocker()
+    try:
+        alice = UserFactory(username="alice")
+        session = portal_login(live_server, "alice")
+        started = time.monotonic()
+        response = session.post(f"{live_server.url}/api/v1/sessions/", json={"name": "waits", "gpus": 4},
+                                headers={"X-CSRFToken": session.cookies["csrftoken"]})
+        elapsed = time.monotonic() - started
+        assert response.status_code == 202 and response.json()["state"] == "starting", response.text
+        assert elapsed < 1.0, elapsed
+        # The spawner sees the job pend within a second or so; no poll cycle needed.
+        body = wait_for(lambda: (b := session.get(f"{live_server.url}/api/v1/sessions/waits/").json())
+                        and b["state"] != "starting" and b, 20, "the session to leave 'starting'")
+        assert (body["state"], body["queue_reason"]) == ("queued", "Resources"), body
+        server = NotebookServer.objects.get(user=alice, name="waits")
+        assert server.hub_accepted_at is not None and server.pending_reasons[-1][1] == "Resources"
+    finally:
+        subprocess.run(["scancel", blocker], check=False)
+    # The GPUs free up: it runs, and the node and time left show before any poll cycle.
+    body = wait_for(lambda: (b := session.get(f"{live_server.url}/api/v1/sessions/waits/").json())
+                    and b["state"] == "ready" and b, 60, "the session to be ready")
+    assert body["node"] in gpu_nodes() and 0 < body["time_left_seconds"] <= 8 * 3600
+    assert body["started_at"] and body["ready_at"] and body["created_at"] <= body["started_at"]
+    csv_text = session.get(f"{live_server.url}/api/v1/sessions/timing.csv").text
+    assert csv_text.splitlines()[0].startswith("name,partition,gpus") and "Resources" in csv_text
+
+
+def test_a_session_still_queued_after_its_timeout_is_cancelled_by_the_poll_cycle(portal_hub, slurm):
+    blocker = _blocker()
+    try:
+        alice = UserFactory(username="alice")
+        server_start(user=alice, name="impatient", gpus=4, hours=1, queue_timeout_minutes=1)
+        server = NotebookServer.objects.get(user=alice, name="impatient")
+        job_id = wait_for(lambda: portal_hub.request("GET", "/users/alice").json()["servers"]["impatient"]
+                          ["state"].get("job_id"), 20, "the session's job id")
+        wait_for(lambda: squeue_state(job_id) == "PENDING", 10, "the job to pend")
+        slurm_poll(slurm=slurm)
+        assert NotebookServer.objects.get(pk=server.pk).ended_at is None  # not yet a minute
+        two_minutes_ago = server.created_at - timedelta(minutes=2)
+        NotebookServer.objects.filter(pk=server.pk).update(created_at=two_minutes_ago)
+        report = poll_cycle(slurm=slurm)
+        assert report.servers_cancelled == 1
+        wait_for(lambda: squeue_state(job_id) == "", 20, "the queued job to be cancelled")
+        server.refresh_from_db()
+        assert server.end_reason == NotebookServer.EndReason.QUEUE_TIMEOUT and server.started_at is None
+        assert card(alice, "impatient").status == "ended: Still queued after the time you set"
+    finally:
+        subprocess.run(["scancel", blocker], check=False)
