@@ -1,19 +1,15 @@
-"""The walltime cap an extension may reach: the one place the extension reads it.
-
-Until the per-group policy module exists, the cap is one setting (EXTENSIONS_MAX_WALLTIME_MINUTES),
-bounded by the partition's own limit and the site's maximum, which Slurm would not enforce on an
-operator's update."""
-
-from django.conf import settings
+"""The walltime cap an extension may reach: the one place the extension reads it, from the policy."""
 
 from portal.accounts.models import User
-from portal.cluster.models import Partition
+from portal.policy.services import policy_current, user_groups
 
 
 def walltime_cap_minutes(*, user: User, partition: str) -> int:
-    """The most total time (minutes) a session or job of `user` on `partition` may have."""
-    cap = min(settings.EXTENSIONS_MAX_WALLTIME_MINUTES, settings.SITE_MAX_WALLTIME_MINUTES)
-    max_time = Partition.objects.filter(name=partition).values_list("max_time", flat=True).first()
-    if max_time is not None:
-        cap = min(cap, int(max_time.total_seconds() // 60))
-    return cap
+    """The most total time (minutes) a session or job of `user` on `partition` may have: the user's
+    groups' walltime maximum, within the partition's own limit (capped by the site's maximum), which
+    Slurm would not enforce on an operator's update."""
+    policy = policy_current()
+    hours = policy.rules_for(user_groups(user)).max_hours
+    if (rules := policy.partitions.get(partition)) is not None:
+        hours = min(hours, rules.max_hours)
+    return int(hours * 60)

@@ -294,10 +294,9 @@ LOGGING = {
 SITE_MAX_WALLTIME_MINUTES = env.int("SITE_MAX_WALLTIME_MINUTES", default=7 * 24 * 60)
 
 # --- Walltime extension (portal.extensions) ---
-# The most total time a session or job may be extended to (also bounded by its partition and the
-# site's maximum), until the per-group policy gives it. With approval on, a request beyond it waits
-# for an admin (admin page: Walltime extensions) instead of being refused.
-EXTENSIONS_MAX_WALLTIME_MINUTES = env.int("EXTENSIONS_MAX_WALLTIME_MINUTES", default=24 * 60)
+# A session or job may be extended up to its group's max_hours (POLICY_GROUPS) within its partition's
+# limit. With approval on, a request beyond that waits for an admin (admin page: Walltime
+# extensions) instead of being refused.
 EXTENSIONS_APPROVAL = env.bool("EXTENSIONS_APPROVAL", default=False)
 
 # --- Notifications (portal.notifications): e-mail on job end through Django's mail backend ---

@@ -42,14 +42,14 @@ def slurm(monkeypatch):
 
 @pytest.fixture
 def running_job(user, settings):
-    settings.EXTENSIONS_MAX_WALLTIME_MINUTES = 120
+    settings.POLICY_GROUPS = {"*": {"max_hours": 2}}
     PartitionFactory()
     return JobFactory(user=user, state="RUNNING", time_limit=timedelta(minutes=30), slurm_job_id="4242")
 
 
 @pytest.fixture
 def running_server(user, settings):
-    settings.EXTENSIONS_MAX_WALLTIME_MINUTES = 120
+    settings.POLICY_GROUPS = {"*": {"max_hours": 2}}
     PartitionFactory()
     end = timezone.now() + timedelta(minutes=50)
     SlurmJobFactory(job_id="5151", state="RUNNING", end_time=end, time_limit=timedelta(hours=1))
@@ -81,13 +81,22 @@ def test_beyond_cap_is_a_400_naming_minutes_and_is_audited(token_client, running
 
 
 def test_cap_follows_the_partition_limit(token_client, user, slurm, settings):
-    settings.EXTENSIONS_MAX_WALLTIME_MINUTES = 24 * 60
     PartitionFactory(name="debug", is_default=False, max_time=timedelta(hours=1))
     job = JobFactory(user=user, partition="debug", state="RUNNING", time_limit=timedelta(minutes=50))
     response = token_client.post(f"/api/v1/jobs/{job.pk}/extend/", {"minutes": 11}, format="json")
     assert response.status_code == 400 and "60 minutes in all" in response.json()["fields"]["minutes"][0]
     response = token_client.post(f"/api/v1/jobs/{job.pk}/extend/", {"minutes": 10}, format="json")
     assert response.status_code == 200
+
+
+def test_cap_is_the_users_groups_walltime_maximum(token_client, user, running_job, slurm, settings):
+    settings.POLICY_GROUPS = {"*": {"max_hours": 1}, "long-jobs": {"max_hours": 4}}
+    response = token_client.post(f"/api/v1/jobs/{running_job.pk}/extend/", {"hours": 1}, format="json")
+    assert response.status_code == 400 and "60 minutes in all" in response.json()["fields"]["minutes"][0]
+    user.ldap_groups = ["portal-users", "long-jobs"]
+    user.save()
+    response = token_client.post(f"/api/v1/jobs/{running_job.pk}/extend/", {"hours": 1}, format="json")
+    assert response.status_code == 200 and response.json()["cap_minutes"] == 240
 
 
 def test_another_users_job_is_404_and_leaves_no_row(running_job, slurm, api_client):

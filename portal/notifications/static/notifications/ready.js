@@ -43,7 +43,7 @@
     button.id = "notify-ready";
     button.textContent = "Notify me when it is ready";
     button.addEventListener("click", () => Notification.requestPermission().then(() => check()));
-    const cards = document.querySelector(".cards");
+    const cards = document.getElementById("servers") || document.querySelector(".cards");
     if (cards) cards.before(button);
   }
 
@@ -60,7 +60,7 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     settings();
-    if (!document.querySelector("[data-server]") && !document.querySelector(".cards")) return;
+    if (!document.getElementById("servers") && !document.querySelector("[data-server]")) return;
     check();
     new MutationObserver(check).observe(document.body, {
       subtree: true, childList: true, attributes: true, attributeFilter: ["data-state"],
