@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 
-def _run(client, slurm, capture, template, parameters, timeout=300):
+def _run(client, slurm, capture, template, parameters, timeout=600):
     body = client.post(
         "/api/v1/jobs/",
         {"template": template, "name": f"bench {template}", "parameters": {"time_limit": 10, **parameters}},
@@ -30,6 +30,7 @@ def _run(client, slurm, capture, template, parameters, timeout=300):
     )
     assert body.status_code == 201, body.json()
     # The cycle sends jobs_ended once its transaction commits: run those callbacks as a commit would.
+    # The timeout covers waiting in the queue: other tests share the cluster's GPUs.
     with capture(execute=True):
         job = poll_until(slurm, body.json()["id"], TERMINAL_STATES, timeout=timeout)
     stdout = client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stdout").json()["text"]
