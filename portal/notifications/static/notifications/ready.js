@@ -1,6 +1,7 @@
 // A browser notification when a server of the user's becomes ready. Works whether the servers page
 // reloads itself (states are remembered per tab in sessionStorage) or updates its cards in place
-// (a MutationObserver sees each card's data-state change).
+// (a MutationObserver sees each card's data-state change). A server started from this tab counts
+// as waiting from the click on.
 (() => {
   "use strict";
   const KEY = "gpuportal.serverStates";
@@ -58,8 +59,19 @@
     show();
   }
 
+  // A server this tab asks for counts as on its way, even if it is ready by the next page.
+  function remember(form) {
+    form.addEventListener("submit", (event) => {
+      const name = form.elements.name && form.elements.name.value;
+      if (!name || (event.submitter && event.submitter.formAction !== form.action)) return;
+      sessionStorage.setItem(KEY, JSON.stringify({...remembered(), [name]: "submitting"}));
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     settings();
+    const form = document.getElementById("start-form");
+    if (form) remember(form);
     if (!document.getElementById("servers") && !document.querySelector("[data-server]")) return;
     check();
     new MutationObserver(check).observe(document.body, {
