@@ -24,12 +24,14 @@ class Target:
 
 
 def session_target(*, user: User, name: str, lock: bool = False) -> Target | None:
-    """The user's active session `name`; running: Slurm runs its job (at the last poll)."""
+    """The user's active session `name`; running: Slurm runs its job."""
     servers = NotebookServer.objects.filter(user=user, name=name, ended_at__isnull=True)
     server = (servers.select_for_update() if lock else servers).first()
     if server is None:
         return None
-    running = bool(server.job_id) and SlurmJob.objects.filter(job_id=server.job_id, state="RUNNING").exists()
+    # Started: as the spawner reported it, or as the last poll saw it, whichever came first.
+    running = bool(server.job_id) and (server.started_at is not None or SlurmJob.objects.filter(
+        job_id=server.job_id, state="RUNNING").exists())
     return Target(kind=ExtensionRequest.Target.SESSION, name=server.name, slurm_job_id=server.job_id,
                   partition=server.partition, limit_minutes=round(server.hours * 60), running=running,
                   server=server)

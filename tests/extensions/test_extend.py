@@ -144,6 +144,17 @@ def test_session_within_cap_moves_its_end_and_hours(token_client, running_server
     assert ExtensionRequest.objects.get().server == server
 
 
+def test_session_started_before_the_next_poll_can_be_extended(token_client, user, slurm, settings):
+    PartitionFactory()
+    SlurmJobFactory(job_id="6161", state="PENDING")  # the last poll's view, already out of date
+    NotebookServerFactory(user=user, name="fresh", hours=1.0, job_id="6161", started_at=timezone.now())
+    response = token_client.post("/api/v1/sessions/fresh/extend/", {"minutes": 30}, format="json")
+    assert response.status_code == 200 and slurm.calls == [("6161", 90)]
+    NotebookServerFactory(user=user, name="waiting", hours=1.0, job_id="6262")
+    response = token_client.post("/api/v1/sessions/waiting/extend/", {"minutes": 30}, format="json")
+    assert response.status_code == 409 and slurm.calls == [("6161", 90)]
+
+
 def test_session_beyond_cap_and_of_another_user(token_client, running_server, slurm, api_client):
     assert token_client.post("/api/v1/sessions/nb/extend/", {"hours": 2}, format="json").status_code == 400
     api_client.force_authenticate(UserFactory(username="bob"))
