@@ -6,6 +6,7 @@ layers pick their rows with a filter on `kind`. A reference series is one more l
 its source: a site reference as its band, a published figure with its document and section.
 """
 
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -230,43 +231,45 @@ def precision_chart(*, user: Any, filters: ResultFilters) -> dict[str, Any]:
     )
 
 
-def _with_references(
-    rows: list[dict[str, Any]], layers: list[dict[str, Any]], references: Iterable[Reference], field: str
+def _with_rules(
+    rows: list[dict[str, Any]], layers: list[dict[str, Any]], rules: list[tuple[str, float]], field: str
 ) -> None:
-    """Overlay references as horizontal rules at their value, each labelled with the reference (a row
-    per reference with the table's own columns, so the CSV stays whole)."""
+    """Overlay reference values as horizontal rules, each labelled with where it comes from (a site
+    reference, a published document); a row per rule with the table's own columns keeps the CSV whole."""
+    if not rules:
+        return
     columns = list(rows[0]) if rows else ["kind", field]
-    added = False
-    for reference in references:
-        rows.append(
-            {
-                **dict.fromkeys(columns),
-                "kind": "reference",
-                field: reference.value,
-                "reference": f"Reference #{reference.pk}: {reference}",
-            }
-        )
-        added = True
-    if added:
-        for row in rows:
-            row.setdefault("reference", None)
-        layers.append(
-            {
-                "transform": [{"filter": "datum.kind == 'reference'"}],
-                "mark": {"type": "rule", "strokeDash": [4, 3], "size": 2},
-                "encoding": {
-                    "y": {"field": field, "type": "quantitative"},
-                    "strokeOpacity": {"value": 0.8},
-                    "color": {"field": "reference", "type": "nominal", "title": None},
-                    "tooltip": [{"field": "reference"}, {"field": field}],
-                },
-            }
-        )
-        layers[0].setdefault("transform", []).append({"filter": "datum.kind != 'reference'"})
+    for row in rows:
+        row.setdefault("reference", None)
+    rows.extend(
+        {**dict.fromkeys(columns), "kind": "reference", field: value, "reference": label}
+        for label, value in rules
+    )
+    layers[0].setdefault("transform", []).append({"filter": "datum.kind != 'reference'"})
+    layers.append(
+        {
+            "transform": [{"filter": "datum.kind == 'reference'"}],
+            "mark": {"type": "rule", "strokeDash": [4, 3], "size": 2},
+            "encoding": {
+                "y": {"field": field, "type": "quantitative"},
+                "color": {"field": "reference", "type": "nominal", "title": None},
+                "tooltip": [{"field": "reference"}, {"field": field}],
+            },
+        }
+    )
+
+
+def _site_rules(references: Iterable[Reference], metric: str) -> list[tuple[str, float]]:
+    return [(f"Reference #{r.pk}: {r}", r.value) for r in references if r.metric == metric]
 
 
 def storage_chart(
-    *, user: Any, filters: ResultFilters, measure: str = "bw_mib_s", references: Iterable[Reference] = ()
+    *,
+    user: Any,
+    filters: ResultFilters,
+    measure: str = "bw_mib_s",
+    references: Iterable[Reference] = (),
+    overlay_published: bool = False,
 ) -> dict[str, Any]:
     """fio bandwidth (or IOPS) by block size and pattern: the median over the matching runs."""
     base = ResultFilters(**{**filters.__dict__, "tool": "fio"})
@@ -308,7 +311,15 @@ def storage_chart(
         }
     ]
     if measure == "bw_mib_s":
-        _with_references(rows, layers, [r for r in references if r.metric == "bw_mib_s"], "bw_mib_s")
+        rules = _site_rules(references, "bw_mib_s")
+        if overlay_published:
+            # The papers give fio read bandwidth in MB/s (10^6 bytes); the chart is in MiB/s.
+            for row in PublishedResult.objects.defer("entry").filter(benchmark="fio", metric="read_MBps"):
+                mib = row.value * 1e6 / 2**20
+                # What tells the two apart first: the legend cuts long labels (the tooltip has it all).
+                label = f"Published: fio read {row.value:g} MB/s, {row.notes} ({row.citation})"
+                rules.append((label, round(mib, 1)))
+        _with_rules(rows, layers, rules, "bw_mib_s")
     return _base(f"Storage (fio): {title} by block size and pattern", rows, layers)
 
 
@@ -351,38 +362,70 @@ def nccl_chart(*, results: Iterable[BenchmarkResult], references: Iterable[Refer
             },
         }
     ]
-    _with_references(rows, layers, [r for r in references if r.metric == "busbw_gbps"], "busbw_gbps")
+    _with_rules(rows, layers, _site_rules(references, "busbw_gbps"), "busbw_gbps")
     return _base("NCCL bus bandwidth vs message size", rows, layers)
 
 
-def p2p_chart(*, result: BenchmarkResult, matrix: str = "p2p_enabled_bidirectional_gbps") -> dict[str, Any]:
+_P2P_PUBLISHED = re.compile(r"^unidir_p2p_enabled_bw_GBps\[(\d+)->(\d+)\]$")
+
+
+def p2p_chart(*, result: BenchmarkResult | None, overlay_published: bool = True) -> dict[str, Any]:
+    """The unidirectional P2P-enabled bandwidth matrix as a heat map; beside it, the published matrix
+    of the same test (a DGX-class node in the architecture guide), labelled with its document."""
     rows = []
-    for i, line in enumerate((result.data or {}).get(matrix) or []):
-        for j, value in enumerate(line or []):
-            rows.append({"kind": "measured", "from_gpu": i, "to_gpu": j, "gbps": value})
+    if result is not None:
+        series = f"This site: result #{result.pk} ({result.gpu_type or 'GPU type unknown'})"
+        matrix = (result.data or {}).get("p2p_enabled_unidirectional_gbps") or []
+        rows = [
+            {"kind": "measured", "series": series, "from_gpu": i, "to_gpu": j, "gbps": value, "source": ""}
+            for i, line in enumerate(matrix)
+            for j, value in enumerate(line or [])
+        ]
+    if overlay_published:
+        for row in PublishedResult.objects.defer("entry").filter(
+            metric__startswith="unidir_p2p_enabled_bw_GBps["
+        ):
+            if match := _P2P_PUBLISHED.match(row.metric):
+                rows.append(
+                    {
+                        "kind": "published",
+                        "series": f"Published: {row.gpu or 'GPUs'}",
+                        "from_gpu": int(match[1]),
+                        "to_gpu": int(match[2]),
+                        "gbps": row.value,
+                        "source": row.citation,
+                    }
+                )
+    cell = {
+        "x": {"field": "to_gpu", "type": "ordinal", "title": "to GPU"},
+        "y": {"field": "from_gpu", "type": "ordinal", "title": "from GPU"},
+    }
     layers = [
         {
             "mark": "rect",
             "encoding": {
-                "x": {"field": "to_gpu", "type": "ordinal", "title": "to GPU"},
-                "y": {"field": "from_gpu", "type": "ordinal", "title": "from GPU"},
-                "color": {"field": "gbps", "type": "quantitative", "title": "GB/s"},
-                "tooltip": [{"field": f} for f in ("from_gpu", "to_gpu", "gbps")],
+                **cell,
+                "color": {"field": "gbps", "type": "quantitative", "title": "GB/s", "scale": {"type": "log"}},
+                "tooltip": [{"field": f} for f in ("series", "from_gpu", "to_gpu", "gbps", "source")],
             },
         },
         {
             "mark": {"type": "text", "fontSize": 10},
-            "encoding": {
-                "x": {"field": "to_gpu", "type": "ordinal"},
-                "y": {"field": "from_gpu", "type": "ordinal"},
-                "text": {"field": "gbps", "format": ".1f"},
-            },
+            "encoding": {**cell, "text": {"field": "gbps", "format": ".1f"}},
         },
     ]
+    sources = sorted({row["source"] for row in rows if row["source"]})
     return {
-        **_base(f"GPU peer-to-peer bandwidth (GB/s), result #{result.pk}", rows, layers),
-        "width": 360,
-        "height": 360,
+        "$schema": SCHEMA,
+        "title": {
+            "text": "GPU peer-to-peer bandwidth, unidirectional, P2P enabled (GB/s)",
+            "subtitle": [f"Published: {source}" for source in sources],
+        },
+        "data": {"values": rows},
+        "facet": {
+            "column": {"field": "series", "type": "nominal", "title": None, "header": {"labelLimit": 300}}
+        },
+        "spec": {"width": 260, "height": 260, "layer": layers},
     }
 
 

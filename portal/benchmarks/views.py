@@ -42,6 +42,7 @@ CHART_KINDS = {
     "precision": "AMP/FP16 vs FP32",
     "storage": "Storage (fio)",
     "nccl": "NCCL bus bandwidth",
+    "p2p": "GPU peer-to-peer",
     "history": "History of one figure",
 }
 
@@ -323,7 +324,11 @@ def charts_view(request: HttpRequest) -> HttpResponse:
             filters=filters,
             measure="iops" if query.get("measure") == "iops" else "bw_mib_s",
             references=references,
+            overlay_published=overlay,
         )
+    elif kind == "p2p":
+        newest = result_list(user=request.user, filters=ResultFilters(**{**filters.__dict__, "tool": "p2p"}))
+        spec = charts.p2p_chart(result=newest.filter(parsed=True).first(), overlay_published=overlay)
     elif kind == "nccl":
         nccl = list(
             result_list(

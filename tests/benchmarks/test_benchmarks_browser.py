@@ -74,6 +74,11 @@ def test_compare_scaling_and_usage(page, live_server, seeded):
     assert page.locator("#chart canvas, #chart svg").count() >= 1
     page.screenshot(path=ARTIFACTS / "benchmarks-scaling.png", full_page=True)
 
+    for kind in ("p2p", "storage"):  # published overlays: a second heat map, labelled rules
+        page.goto(f"{live_server.url}/benchmarks/charts/?kind={kind}")
+        page.wait_for_selector("figure[data-rendered=true]")
+        page.screenshot(path=ARTIFACTS / f"benchmarks-{kind}.png", full_page=True)
+
     page.click("#usage-link")
     page.wait_for_selector("figure[data-rendered=true]")
     assert page.locator("#usage tr").count() >= 3

@@ -80,7 +80,11 @@ def test_result_page_flag_job_link_and_charts(alice_client):
         data=parse("p2p", (FIXTURES / "p2p/autodl_2x2080ti_p2p_disabled.txt").read_text()),
     )
     heat = _spec(alice_client.get(f"/benchmarks/{p2p.pk}/"), "p2p")
-    assert heat["layer"][0]["mark"] == "rect" and len(heat["data"]["values"]) == 4
+    assert heat["spec"]["layer"][0]["mark"] == "rect" and heat["facet"]["column"]["field"] == "series"
+    assert len([r for r in heat["data"]["values"] if r["kind"] == "measured"]) == 4
+    published = [r for r in heat["data"]["values"] if r["kind"] == "published"]
+    assert len(published) == 16 and all("Slurm Scheduler" in r["source"] for r in published)
+    assert heat["title"]["subtitle"][0].startswith("Published: Dell EMC")
     unparsed = ResultFactory(parsed=False, value=None, reason="fio: failed parsing rw=bogus")
     assert "fio: failed parsing rw=bogus" in alice_client.get(f"/benchmarks/{unparsed.pk}/").content.decode()
     assert alice_client.get("/benchmarks/999999/").status_code == 404
@@ -130,12 +134,15 @@ def test_every_chart_renders_with_csv_rows(alice_client):
         unit="MiB/s",
     )
     overlaid = _spec(alice_client.get("/benchmarks/charts/?kind=storage&references=1"), "chart")
-    [rule] = [r for r in overlaid["data"]["values"] if r["kind"] == "reference"]
-    assert rule["bw_mib_s"] == 40.0 and rule["reference"].startswith("Reference #")
+    rules = {r["reference"]: r["bw_mib_s"] for r in overlaid["data"]["values"] if r["kind"] == "reference"}
+    assert [v for k, v in rules.items() if k.startswith("Reference #")] == [40.0]
+    assert sorted(v for k, v in rules.items() if k.startswith("Published: fio read") and "Dell EMC" in k) == [4729.3, 18047.3]
     assert (
         len({tuple(sorted(r)) for r in overlaid["data"]["values"]}) == 1
         and overlaid["layer"][-1]["mark"]["type"] == "rule"
     )
+    only_published = _spec(alice_client.get("/benchmarks/charts/?kind=p2p"), "chart")
+    assert {r["kind"] for r in only_published["data"]["values"]} == {"published"}
     for kind in ("nccl", "history", "bogus"):
         assert alice_client.get(f"/benchmarks/charts/?kind={kind}&references=1").status_code == 200
 
