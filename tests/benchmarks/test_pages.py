@@ -136,7 +136,10 @@ def test_every_chart_renders_with_csv_rows(alice_client):
     overlaid = _spec(alice_client.get("/benchmarks/charts/?kind=storage&references=1"), "chart")
     rules = {r["reference"]: r["bw_mib_s"] for r in overlaid["data"]["values"] if r["kind"] == "reference"}
     assert [v for k, v in rules.items() if k.startswith("Reference #")] == [40.0]
-    assert sorted(v for k, v in rules.items() if k.startswith("Published: fio read") and "Dell EMC" in k) == [4729.3, 18047.3]
+    assert sorted(v for k, v in rules.items() if k.startswith("Published: fio read") and "Dell EMC" in k) == [
+        4729.3,
+        18047.3,
+    ]
     assert (
         len({tuple(sorted(r)) for r in overlaid["data"]["values"]}) == 1
         and overlaid["layer"][-1]["mark"]["type"] == "rule"
