@@ -45,10 +45,12 @@ def results_fill(total: int, users: list, jobs: int) -> None:
             INSERT INTO benchmarks_benchmarkresult (tool, "case", source, model, framework, framework_version,
                 precision, batch_size_per_gpu, gpus, nodes, gpu_type, environment, partition, run_at, user_id,
                 job_id, metric, value, unit, parsed, reason, data, flagged, flag_reason, created_at)
-            SELECT tool, CASE WHEN tool = 'fio' THEN (ARRAY['write 1M','read 1M','randwrite 4k','randread 4k'])[1 + i %% 4]
-                              ELSE '' END,
-                'job', CASE WHEN tool = 'tf_cnn_benchmarks' THEN (ARRAY['resnet50','resnet101','inception3'])[1 + i %% 3]
-                            ELSE '' END,
+            SELECT tool,
+                CASE WHEN tool = 'fio'
+                     THEN (ARRAY['write 1M','read 1M','randwrite 4k','randread 4k'])[1 + i %% 4] ELSE '' END,
+                'job',
+                CASE WHEN tool = 'tf_cnn_benchmarks'
+                     THEN (ARRAY['resnet50','resnet101','inception3'])[1 + i %% 3] ELSE '' END,
                 'PyTorch', '2.14.1', (ARRAY['fp32','amp'])[1 + i %% 2], 64, g, 1,
                 (ARRAY['a100','h100'])[1 + i %% 2], 'pytorch', (ARRAY['gpu','debug'])[1 + i %% 2],
                 now() - (%s - i) * interval '1 minute', (%s::bigint[])[1 + i %% %s],
@@ -60,8 +62,9 @@ def results_fill(total: int, users: list, jobs: int) -> None:
                 '{"parsed": true, "rows": []}'::jsonb, i %% 100 = 0,
                 CASE WHEN i %% 100 = 0 THEN 'outside its reference' ELSE '' END, now()
             FROM generate_series(1, %s) AS i,
-                LATERAL (SELECT (ARRAY['tf_cnn_benchmarks','tf_cnn_benchmarks','fio','nccl','p2p'])[1 + i %% 5]
-                         AS tool, (ARRAY[1, 2, 4, 8])[1 + (i / 5) %% 4] AS g) AS pick
+                LATERAL (SELECT
+                    (ARRAY['tf_cnn_benchmarks','tf_cnn_benchmarks','fio','nccl','p2p'])[1 + i %% 5] AS tool,
+                    (ARRAY[1, 2, 4, 8])[1 + (i / 5) %% 4] AS g) AS pick
         """, [total, [u.pk for u in users], len(users), jobs, total])
         cursor.execute("ANALYZE benchmarks_benchmarkresult")
 
@@ -124,7 +127,8 @@ def main() -> None:
         ("API detail", api, f"/api/v1/benchmarks/{one}/"),
         ("API compare, 20 ids", api, f"/api/v1/benchmarks/compare/?ids={ids}"),
         ("compare page, 20 ids", page, f"/benchmarks/compare/?ids={ids}"),
-        ("chart: scaling + published overlay", page, "/benchmarks/charts/?kind=scaling&model=resnet50&precision=fp32"),
+        ("chart: scaling + published overlay", page,
+         "/benchmarks/charts/?kind=scaling&model=resnet50&precision=fp32"),
         ("chart: AMP vs FP32", page, "/benchmarks/charts/?kind=precision&model=resnet50"),
         ("chart: storage (fio)", page, "/benchmarks/charts/?kind=storage"),
         ("chart: NCCL busbw vs size", page, "/benchmarks/charts/?kind=nccl"),
