@@ -60,8 +60,8 @@ OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", *ENVI
                          *CONTAINER_KEYS})
 # What a server inside a container gets from the job's environment (Podman and enroot pass only
 # what they are told): the hub's variables, the GPUs, the portal's and TensorBoard's settings.
-CONTAINER_ENV = ("CUDA_VISIBLE_DEVICES", "JUPYTERHUB_*", "JPY_*", "TENSORBOARD_PROXY_URL", "GPUPORTAL_*",
-                 "HOME", "USER", "PATH", "LANG", "SLURM_*")
+CONTAINER_ENV = ("CUDA_VISIBLE_DEVICES", "JUPYTERHUB_*", "JPY_*", "JUPYTER_CONFIG_PATH",
+                 "TENSORBOARD_PROXY_URL", "GPUPORTAL_*", "HOME", "USER", "PATH", "LANG", "SLURM_*")
 # The portal's shapes (portal/environments/models.py); the hub cannot import the portal.
 ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -484,8 +484,10 @@ set -euo pipefail
         env = tuple(name for name in CONTAINER_ENV if runtime.name == "podman" or "*" not in name)
         try:
             binds = tuple(Bind.parse(text, home=home) for text in self.container_binds)
-            jupyter = Bind(sys.prefix, sys.prefix, read_only=True)
-            launch = Launch(image=self.container.image, binds=(*binds, jupyter), env=env, workdir=home,
+            # Jupyter + batchspawner, and the servers' own settings (TensorBoard's launcher).
+            jupyter = (Bind(sys.prefix, sys.prefix, read_only=True),
+                       Bind(str(SINGLEUSER_CONFIG_DIR), str(SINGLEUSER_CONFIG_DIR), read_only=True))
+            launch = Launch(image=self.container.image, binds=(*binds, *jupyter), env=env, workdir=home,
                             gpus=True)
             return runtime.shell_prefix(launch)
         except LaunchInvalid as error:

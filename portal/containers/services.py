@@ -136,20 +136,15 @@ def home_of(username: str) -> str:
         ) from None
 
 
-def container_launch(*, image: Image, user: User, workdir: str = "", jupyter: bool = False) -> Launch:
-    """How `user` runs `image`: the site's binds for its runtime (home, data...), the Jupyter
-    environment when a notebook server runs in it, the allocated GPUs."""
+def container_launch(*, image: Image, user: User, workdir: str = "") -> Launch:
+    """How `user` runs `image` in a batch job: the site's binds for its runtime (home, data...),
+    the allocated GPUs. (Notebook servers: the hub's spawner adds its Jupyter environment.)"""
     if image.owner_id is not None and image.owner_id != user.pk:
         raise InvalidInput({"environment": ["That image is somebody else's."]})
     home = home_of(user.username)
-    extra = (
-        (Bind(settings.CONTAINERS_JUPYTER_ENV, settings.CONTAINERS_JUPYTER_ENV, read_only=True),)
-        if jupyter
-        else ()
-    )
     return Launch(
         image=image.runnable,
-        binds=default_binds(image.runtime, home=home, extra=extra),
+        binds=default_binds(image.runtime, home=home),
         workdir=workdir,
         gpus=True,
     )
@@ -232,10 +227,10 @@ def pull_start(*, user: User, image: Image) -> Pull:
             PASSWORD_VARIABLE: secret_decrypt(credential.secret),
         }
     pull = Pull.objects.create(user=user, image=image)
+    # Charliecloud binds only onto directories that exist in the image: every bind a job or a
+    # notebook server will use gets one.
     launch_binds = default_binds(
-        image.runtime,
-        home=home,
-        extra=(Bind(settings.CONTAINERS_JUPYTER_ENV, settings.CONTAINERS_JUPYTER_ENV),),
+        image.runtime, home=home, extra=tuple(Bind(path, path) for path in settings.CONTAINERS_SERVER_MOUNTS)
     )
     try:
         lines = runtime.pull_lines(

@@ -25,6 +25,8 @@ print([l for l in open('/etc/os-release') if l.startswith('PRETTY_NAME')][0].str
 print('CUDA_VISIBLE_DEVICES=' + os.environ.get('CUDA_VISIBLE_DEVICES', ''))
 print('slurm-inside' if os.path.exists('/usr/bin/sbatch') else 'no-slurm-inside')
 print(sys.executable, sys.version.split()[0])
+config = os.environ.get('JUPYTER_CONFIG_PATH', '/nonexistent')
+print('tensorboard-launcher' if os.path.isdir(config) else 'none')
 """
 
 
@@ -114,6 +116,7 @@ def test_a_notebook_server_runs_inside_the_pulled_image(runtime, portal_hub, cat
     assert lines[0] == "gpuportal/python:3.11-bookworm", text
     assert lines[1] == 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"', text
     assert lines[3] == "no-slurm-inside", text  # the image, not the node
+    assert lines[5] == "tensorboard-launcher", text  # the servers' settings are bound in too
     visible = lines[2].split("=", 1)[1].split(",")
     assert len(visible) == 2 and all(v.isdigit() for v in visible), text
     if server.job_id:

@@ -8,6 +8,7 @@ import pytest
 
 from spawners.slurm_spawner import (
     CONTAINER_ENV,
+    SINGLEUSER_CONFIG_DIR,
     ContainerChoice,
     OptionError,
     PortalSlurmSpawner,
@@ -67,11 +68,12 @@ def test_the_server_runs_inside_the_image_with_the_hubs_jupyter(monkeypatch):
     prefix = spawner.container_prefix()
     assert f"--volume={sys.prefix}:{sys.prefix}:ro" in prefix and f"--workdir={HOME}" in prefix
     assert all(f"--env={name}" in prefix for name in CONTAINER_ENV)
+    assert f"--volume={SINGLEUSER_CONFIG_DIR}:{SINGLEUSER_CONFIG_DIR}:ro" in prefix
     assert spawner.cmd_formatted_for_batch().startswith('"${RUN[@]}" ')
     subprocess.run(["bash", "-n"], input=prefix, text=True, check=True)
     spawner.container = ContainerChoice("charliecloud", f"{HOME}/gpuportal/images/py")
     prefix = spawner.container_prefix()
     assert prefix == (
         f"RUN=(/usr/bin/ch-run --bind={HOME}:{HOME} --bind=/data:/data --bind={sys.prefix}:{sys.prefix} "
-        f"--cd={HOME} {HOME}/gpuportal/images/py --)"
+        f"--bind={SINGLEUSER_CONFIG_DIR}:{SINGLEUSER_CONFIG_DIR} --cd={HOME} {HOME}/gpuportal/images/py --)"
     )
