@@ -99,7 +99,7 @@ def image_environment_sync(*, image: Image) -> Environment | None:
     a local path, or a user's pulled copy. Registry entries are pulled first."""
     if image.owner_id is None and image.is_registry:
         return None
-    name = image.name if image.owner_id is None else _copy_environment_name(image)
+    name = _environment_name(image)
     environment = image.environment or Environment(name=name)
     environment.name = name
     environment.kind = Environment.Kind.CONTAINER
@@ -119,9 +119,14 @@ def image_environment_sync(*, image: Image) -> Environment | None:
     return environment
 
 
-def _copy_environment_name(image: Image) -> str:
-    name = f"{image.name}-{image.owner.username}"
-    return name if re.fullmatch(NAME_PATTERN, name) else f"{image.name[:40]}-u{image.owner_id}"
+def _environment_name(image: Image) -> str:
+    """The catalog image's own name, a copy's `<name>-<user>`; one another environment already
+    holds gets the image's id too (environment names are unique)."""
+    name = image.name if image.owner_id is None else f"{image.name}-{image.owner.username}"
+    taken = Environment.objects.filter(name=name).exclude(pk=image.environment_id).exists()
+    if taken or not re.fullmatch(NAME_PATTERN, name):
+        name = f"{image.name[:40]}-image{image.pk}"
+    return name
 
 
 # --- launching images ----------------------------------------------------------------------------

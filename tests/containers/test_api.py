@@ -13,6 +13,7 @@ from portal.containers.models import Image, Pull, RegistryCredential
 from portal.containers.secrets import scrub, secret_decrypt
 from portal.containers.services import image_create, image_environment_sync
 from portal.core.errors import InvalidInput
+from portal.environments.models import Environment
 from portal.jobs.services.prepare import job_prepare
 from tests.factories import UserFactory
 from tests.hostile_corpus import CORPUS
@@ -214,3 +215,12 @@ def test_a_pull_uses_only_the_pulling_users_own_key(token_client, user, monkeypa
     assert bob_user == "bob" and bob_secrets == {}
     assert KEY not in alice_script and KEY not in bob_script
     assert "#SBATCH --output=/home/alice/gpuportal/jobs/job-" in alice_script
+
+
+def test_an_image_named_like_an_existing_environment_gets_a_name_of_its_own():
+    Environment.objects.create(name="local", title="A Python environment", kind="python", healthy=True)
+    image = image_create(name="local", runtime="charliecloud", reference="/opt/gpuportal/images/local")
+    assert image.environment.name == f"local-image{image.pk}"
+    image_environment_sync(image=image)  # again: keeps its name
+    image.refresh_from_db()
+    assert image.environment.name == f"local-image{image.pk}"
