@@ -130,6 +130,15 @@ def test_bodies(token_client, body):
         assert response["Content-Type"].startswith("application/json")
 
 
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/sessions/", "/api/v1/tokens/",
+                                  "/api/v1/references/"])
+def test_too_many_form_fields_is_a_400(token_client, path):
+    body = "&".join(f"f{n}=1" for n in range(1500))  # past DATA_UPLOAD_MAX_NUMBER_FIELDS (1000)
+    response = token_client.post(path, body, content_type="application/x-www-form-urlencoded")
+    assert response.status_code in (400, 403), (path, response.status_code, response.content[:200])
+    assert response["Content-Type"].startswith("application/json")
+
+
 @pytest.mark.parametrize("key", ["", " ", "a" * 256, "x\ny", "é"])
 def test_bad_idempotency_keys_name_the_header(token_client, key):
     response = _post(token_client, "/api/v1/jobs/", {"template": "custom", "parameters": VALID_JOB},

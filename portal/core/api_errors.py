@@ -7,7 +7,7 @@ logged and answered as a JSON 500 (never Django's HTML page).
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions
@@ -44,6 +44,10 @@ def portal_error_of(exc: Exception) -> PortalError | None:
         return InvalidInput(fields)
     if isinstance(exc, RequestDataTooBig):
         return TooLarge("The request body is too large.")
+    if isinstance(exc, SuspiciousOperation):
+        # Django's own refusals of a request's shape (more than DATA_UPLOAD_MAX_NUMBER_FIELDS form
+        # fields, or files): the client's fault, never a 500.
+        return InvalidInput({"non_field_errors": [f"The request was refused: {exc}"]})
     if isinstance(exc, DataError):
         # A value the database cannot hold (validators should have caught it first).
         return InvalidInput({"non_field_errors": ["A value is out of range."]})
