@@ -126,6 +126,14 @@ ROWS: dict[str, list[Row]] = {
     "servers/": [Row("GET", _fixed("/servers/"), P, PAGE_ANY)],
     "servers/<slug:name>/stop/": [Row("POST", lambda w: f"/servers/{w.server.name}/stop/", P,
                                       {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "servers/cards/": [Row("GET", _fixed("/servers/cards/"), P, PAGE_ANY)],
+    # The owner's server is not ready (the hub is down here): back to the list with a message.
+    "servers/<slug:name>/open/": [Row("GET", lambda w: f"/servers/{w.server.name}/open/", P,
+                                      {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "timing/": [Row("GET", _fixed("/timing/"), P, PAGE_ADMIN)],
+    "api/v1/policy/": [Row("GET", _fixed("/api/v1/policy/"), A, API_ANY)],
+    "servers/timing.csv": [Row("GET", _fixed("/servers/timing.csv"), P, PAGE_ANY)],
+    "jobs/timing.csv": [Row("GET", _fixed("/jobs/timing.csv"), P, PAGE_ANY)],
     "oauth/authorize/": [Row("GET", _fixed("/oauth/authorize/"), P, {**PAGE_ANY, "owner": 400, "other": 400,
                                                                      "admin": 400})],
     "oauth/token/": [Row("POST", _fixed("/oauth/token/"), A, dict.fromkeys(PRINCIPALS, 400))],
@@ -337,6 +345,7 @@ ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/a
                 "/admin/benchmarks/benchmarkresult/", "/admin/benchmarks/reference/",
                 "/admin/benchmarks/publishedresult/",
                 "/admin/accounts/user/", "/admin/extensions/extensionrequest/",
+                "/admin/policy/resourceprofile/",
                 "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
                 "/admin/axes/accessattempt/"]
 

@@ -1,6 +1,3 @@
-import csv
-
-from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound as DrfNotFound
@@ -10,7 +7,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.core.csv_cells import csv_cell
 from portal.core.errors import InvalidInput, NotFound
 from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
 from portal.jobs.job_templates import catalog
@@ -145,25 +141,3 @@ class JobMetricsApi(APIView):
         body = {"job": job.pk, "series": job_metrics_list(job=job)}
         return Response(JobMetricsSerializer(body).data)
 
-
-class JobTimingCsvApi(APIView):
-    @extend_schema(responses={(200, "text/csv"): str},
-                   summary="Your jobs' timing (submitted, accepted by Slurm, started, ended, pending "
-                           "reasons over time), as CSV, newest first (at most 10,000)")
-    def get(self, request: Request) -> HttpResponse:
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="jobs-timing.csv"'
-        writer = csv.writer(response)
-        writer.writerow(["id", "name", "partition", "state", "slurm_job_id", "submitted", "slurm_submitted",
-                         "started", "ended", "queue_wait_seconds", "pending_reasons"])
-        jobs = Job.objects.filter(user=request.user).order_by("-submitted_at", "-id").only(
-            "id", "name", "partition", "state", "slurm_job_id", "submitted_at", "slurm_submitted_at",
-            "started_at", "ended_at", "pending_reasons")[:10000]
-        for job in jobs:
-            wait = (job.started_at - (job.slurm_submitted_at or job.submitted_at)).total_seconds() \
-                if job.started_at else None
-            reasons = "; ".join(f"{when} {reason}" for when, reason in job.pending_reasons or [])
-            writer.writerow([csv_cell(value) for value in (
-                job.pk, job.name, job.partition, job.state, job.slurm_job_id, job.submitted_at,
-                job.slurm_submitted_at, job.started_at, job.ended_at, wait, reasons)])
-        return response

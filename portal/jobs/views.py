@@ -1,5 +1,6 @@
 """Job pages: template picker, composer (form -> preview -> submit), list, detail with live log."""
 
+import csv
 import shlex
 import uuid
 from datetime import date, datetime, time, timedelta
@@ -12,10 +13,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_date
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from portal.cluster.models import PollStatus
 from portal.core.converters import id_or_none
+from portal.core.csv_cells import csv_cell
 from portal.core.errors import Conflict, InvalidInput
 from portal.environments.selectors import environment_choices, environment_list
 from portal.jobs.job_templates import JobTemplate, Parameter, catalog
@@ -181,3 +183,26 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
     except Conflict as error:
         messages.info(request, error.message)
     return redirect("jobs:detail", job_id=job.pk)
+
+
+@login_required
+@require_GET
+def job_timing_csv_view(request: HttpRequest) -> HttpResponse:
+    """Your jobs' timing (submitted, accepted by Slurm, started, ended, pending reasons over time),
+    newest first, at most 10,000."""
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="jobs-timing.csv"'
+    writer = csv.writer(response)
+    writer.writerow(["id", "name", "partition", "state", "slurm_job_id", "submitted", "slurm_submitted",
+                     "started", "ended", "queue_wait_seconds", "pending_reasons"])
+    jobs = Job.objects.filter(user=request.user).order_by("-submitted_at", "-id").only(
+        "id", "name", "partition", "state", "slurm_job_id", "submitted_at", "slurm_submitted_at",
+        "started_at", "ended_at", "pending_reasons")[:10000]
+    for job in jobs:
+        accepted = job.slurm_submitted_at or job.submitted_at
+        wait = (job.started_at - accepted).total_seconds() if job.started_at else None
+        reasons = "; ".join(f"{when} {reason}" for when, reason in job.pending_reasons or [])
+        writer.writerow([csv_cell(value) for value in (
+            job.pk, job.name, job.partition, job.state, job.slurm_job_id, job.submitted_at,
+            job.slurm_submitted_at, job.started_at, job.ended_at, wait, reasons)])
+    return response

@@ -1,6 +1,3 @@
-import csv
-
-from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -9,11 +6,9 @@ from rest_framework.views import APIView
 
 from portal.core.errors import NotFound
 from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
-from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_card, server_cards, server_get
 from portal.servers.serializers import SessionCreateSerializer, SessionSerializer
 from portal.servers.services import server_start, server_stop, servers_refresh
-from portal.servers.timing import SESSION_CSV_COLUMNS, session_csv_row
 
 _ERRORS = {
     400: OpenApiResponse(description="Invalid options or over a limit (`fields` names each)"),
@@ -44,20 +39,6 @@ class SessionListApi(APIView):
         # No hub call here: the answer comes from the record (starting, or how it ended).
         card = server_card(server=server, hub_servers=None, hub_known=True)
         return Response(SessionSerializer(card).data, status=status.HTTP_202_ACCEPTED)
-
-
-class SessionCsvApi(APIView):
-    @extend_schema(responses={(200, "text/csv"): str},
-                   summary="Your sessions with their timing (submitted, started, ready, first connect, "
-                           "ended, pending reasons), as CSV")
-    def get(self, request: Request) -> HttpResponse:
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="sessions.csv"'
-        writer = csv.writer(response)
-        writer.writerow(SESSION_CSV_COLUMNS)
-        for server in NotebookServer.objects.filter(user=request.user).order_by("-created_at"):
-            writer.writerow(session_csv_row(server))
-        return response
 
 
 class SessionDetailApi(APIView):

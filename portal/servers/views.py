@@ -1,3 +1,5 @@
+import csv
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -8,8 +10,10 @@ from portal.core.errors import InvalidInput, PortalError
 from portal.launches.selectors import session_initial
 from portal.policy.services import policy_current, user_groups
 from portal.servers.forms import ServerStartForm
+from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_card, server_cards_active, server_get, server_recent_page
 from portal.servers.services import server_connect, server_start, server_stop, servers_refresh
+from portal.servers.timing import SESSION_CSV_COLUMNS, session_csv_row
 
 # Cards in these states change by themselves: the page asks for fresh ones every few seconds.
 MOVING = {"submitting", "queued", "starting", "stopping", "unknown"}
@@ -82,3 +86,16 @@ def server_stop_view(request: HttpRequest, name: str) -> HttpResponse:
     else:
         messages.success(request, f"Stopped {name}.")
     return redirect("servers:list")
+
+
+@login_required
+@require_GET
+def server_timing_csv_view(request: HttpRequest) -> HttpResponse:
+    """Your sessions with their timing, newest first (portal.servers.timing)."""
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="sessions-timing.csv"'
+    writer = csv.writer(response)
+    writer.writerow(SESSION_CSV_COLUMNS)
+    for server in NotebookServer.objects.filter(user=request.user).order_by("-created_at")[:10000]:
+        writer.writerow(session_csv_row(server))
+    return response

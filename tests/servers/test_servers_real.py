@@ -296,7 +296,7 @@ def test_a_start_answers_at_once_and_a_pending_job_is_queued_not_starting(portal
                     and b["state"] == "ready" and b, 60, "the session to be ready")
     assert body["node"] in gpu_nodes() and 0 < body["time_left_seconds"] <= 8 * 3600
     assert body["started_at"] and body["ready_at"] and body["created_at"] <= body["started_at"]
-    csv_text = session.get(f"{live_server.url}/api/v1/sessions/timing.csv").text
+    csv_text = session.get(f"{live_server.url}/servers/timing.csv").text
     assert csv_text.splitlines()[0].startswith("name,partition,gpus") and "Resources" in csv_text
 
 

@@ -59,16 +59,17 @@ def test_jobs_keep_their_pending_reasons_over_time():
     assert [reason for _, reason in job.pending_reasons] == ["Priority", "Resources"]
 
 
-def test_session_and_job_timing_csv_and_api(token_client, user):
+def test_session_and_job_timing_csv_and_api(client, token_client, user):
+    client.force_login(user)
     now = timezone.now()
     NotebookServerFactory(user=user, name="=cmd", started_at=now + timedelta(seconds=3),
                           ready_at=now + timedelta(seconds=5), pending_reasons=[["t", "Resources"]])
     JobFactory(user=user, slurm_job_id="5", pending_reasons=[["t", "Priority"]],
                started_at=now, slurm_submitted_at=now - timedelta(seconds=7))
-    rows = list(csv.DictReader(io.StringIO(token_client.get("/api/v1/sessions/timing.csv").content.decode())))
+    rows = list(csv.DictReader(io.StringIO(client.get("/servers/timing.csv").content.decode())))
     assert rows[0]["name"] == "'=cmd"  # never a formula
     assert 2 < float(rows[0]["queue_wait_seconds"]) < 4 and "Resources" in rows[0]["pending_reasons"]
-    jobs = list(csv.DictReader(io.StringIO(token_client.get("/api/v1/jobs/timing.csv").content.decode())))
+    jobs = list(csv.DictReader(io.StringIO(client.get("/jobs/timing.csv").content.decode())))
     assert jobs[0]["pending_reasons"] == "t Priority" and float(jobs[0]["queue_wait_seconds"]) == 7
     body = token_client.get("/api/v1/jobs/").json()["results"][0]
     assert body["pending_reasons"] == [["t", "Priority"]] and body["slurm_submitted_at"]
