@@ -77,9 +77,15 @@ def policy_publish(*, policy: Policy | None = None) -> bool:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".policy-", delete=False) as tmp:
             tmp.write(text)
-        Path(tmp.name).chmod(0o644)  # the hub's account reads it
-        Path(tmp.name).replace(path)
     except OSError as error:
+        logger.warning("could not publish the policy to %s: %s", path, error)
+        return False
+    written = Path(tmp.name)
+    try:
+        written.chmod(0o644)  # the hub's account reads it
+        written.replace(path)  # atomic: the hub never reads half a file
+    except OSError as error:
+        written.unlink(missing_ok=True)
         logger.warning("could not publish the policy to %s: %s", path, error)
         return False
     return True

@@ -115,7 +115,7 @@ def server_get(*, user: User, name: str) -> NotebookServer | None:
 def _state(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, *, hub_known: bool) -> str:
     if row.ended_at is not None:
         return "ended"
-    if row.hub_accepted_at is None:
+    if row.hub_accepted_at is None and hub is None:
         return "starting"  # the spawn task is asking the hub
     if not hub_known:
         return "unknown"

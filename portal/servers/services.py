@@ -207,7 +207,8 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         _hub_record_forget(hub, username, server.name)
         _spawn_refused(server, error.message)
         return
-    NotebookServer.objects.filter(pk=server.pk).update(hub_accepted_at=timezone.now())
+    NotebookServer.objects.filter(pk=server.pk, hub_accepted_at__isnull=True).update(
+        hub_accepted_at=timezone.now())
     if NotebookServer.objects.filter(pk=server.pk, stop_requested_at__isnull=False).exists():
         hub.server_stop(username, server.name)  # stopped while the hub was being asked
 
@@ -341,6 +342,9 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
         server.last_activity = hub_server.last_activity or server.last_activity
         server.ends_at = job.end_time if job is not None and job.state == "RUNNING" else server.ends_at
         fields = ["job_id", "last_activity", "ends_at"]
+        if server.hub_accepted_at is None:  # the hub has it while its answer to the task is on the way
+            server.hub_accepted_at = now
+            fields.append("hub_accepted_at")
         if hub_server.slurm_state == "RUNNING" and server.started_at is None:
             server.started_at = job.start_time if job is not None and job.start_time else now
             fields.append("started_at")

@@ -283,17 +283,23 @@ def test_a_start_answers_at_once_and_a_pending_job_is_queued_not_starting(portal
         elapsed = time.monotonic() - started
         assert response.status_code == 202 and response.json()["state"] == "starting", response.text
         assert elapsed < 1.0, elapsed
-        # The spawner sees the job pend within a second or so; no poll cycle needed.
-        body = wait_for(lambda: (b := session.get(f"{live_server.url}/api/v1/sessions/waits/").json())
-                        and b["state"] != "starting" and b, 20, "the session to leave 'starting'")
+        # The spawner sees the job pend within a second or so, and Slurm's reason once its scheduler
+        # has looked at it; no poll cycle needed.
+        def state():
+            return session.get(f"{live_server.url}/api/v1/sessions/waits/").json()
+        body = wait_for(lambda: (b := state())["state"] != "starting" and b, 20, "it to leave starting")
+        assert body["state"] == "queued", body
+        queued = time.monotonic() - started
+        body = wait_for(lambda: (b := state())["queue_reason"] and b, 20, "Slurm's pending reason")
         assert (body["state"], body["queue_reason"]) == ("queued", "Resources"), body
+        print(f"\nPOST /api/v1/sessions/ answered in {elapsed * 1000:.0f} ms; queued {queued:.1f} s and "
+              f"queued: Resources {time.monotonic() - started:.1f} s after the POST")
         server = NotebookServer.objects.get(user=alice, name="waits")
         assert server.hub_accepted_at is not None and server.pending_reasons[-1][1] == "Resources"
     finally:
         subprocess.run(["scancel", blocker], check=False)
     # The GPUs free up: it runs, and the node and time left show before any poll cycle.
-    body = wait_for(lambda: (b := session.get(f"{live_server.url}/api/v1/sessions/waits/").json())
-                    and b["state"] == "ready" and b, 60, "the session to be ready")
+    body = wait_for(lambda: (b := state())["state"] == "ready" and b, 60, "the session to be ready")
     assert body["node"] in gpu_nodes() and 0 < body["time_left_seconds"] <= 8 * 3600
     assert body["started_at"] and body["ready_at"] and body["created_at"] <= body["started_at"]
     csv_text = session.get(f"{live_server.url}/servers/timing.csv").text
