@@ -43,13 +43,14 @@ def _group_rules(data: dict[str, Any]) -> GroupRules:
                          else value for key, value in data.items()})
 
 
-def policy_current() -> Policy:
-    """The policy now: a few queries (partitions, nodes, profiles)."""
+def policy_current(*, with_members: bool = False) -> Policy:
+    """The policy now: a few queries (partitions, nodes, profiles). The users' groups are for the
+    published file only (the portal reads them from the user at hand)."""
     nodes = list(Node.objects.all())
     partitions = list(Partition.objects.prefetch_related("gpus"))
     default = next((p.name for p in partitions if p.is_default), partitions[0].name if partitions else "")
     members = User.objects.filter(is_active=True).exclude(ldap_groups=[]).order_by("username").values_list(
-        "username", "ldap_groups")
+        "username", "ldap_groups") if with_members else []
     return Policy(
         partitions={p.name: _partition_rules(p, nodes) for p in partitions},
         default_partition=default,
@@ -69,7 +70,7 @@ def user_groups(user: User) -> list[str]:
 def policy_publish(*, policy: Policy | None = None) -> bool:
     """Write the policy file if its content changed; True when written. Never raises: a portal that
     cannot write it keeps working, and the hub keeps the last file it read."""
-    text = (policy or policy_current()).to_json()
+    text = (policy or policy_current(with_members=True)).to_json()
     path = Path(settings.POLICY_FILE)
     try:
         if path.exists() and path.read_text() == text:
