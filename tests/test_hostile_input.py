@@ -17,7 +17,7 @@ FORM_STRINGS = [value for value in STRINGS if value != "\ud800"]
 
 pytestmark = pytest.mark.django_db
 
-JOB_FIELDS = ["commands", "gpus", "nodes", "partition", "time_limit", "environment", "modules", "container"]
+JOB_FIELDS = ["commands", "gpus", "nodes", "partition", "time_limit", "environment", "modules"]
 SESSION_FIELDS = ["name", "partition", "gpus", "hours", "nodes", "environment"]
 VALID_JOB = {"commands": "echo hi", "gpus": 0, "time_limit": 5}
 

@@ -188,7 +188,7 @@ def _job_context(job: Job, tool: str) -> dict[str, Any]:
         context["batch_size_per_gpu"] = params["batch_size"]
     if isinstance(params.get("model"), str):
         context["model"] = params["model"]
-    environment = params.get("environment") or params.get("container") or ""
+    environment = params.get("environment") or ""
     context["environment"] = environment
     if params.get("environment"):
         frameworks = (

@@ -29,10 +29,9 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 # Safe by default: a string parameter refuses shell metacharacters and newlines unless its
 # template gives a pattern of its own (values are quoted anyway; this is for clear 400s).
 DEFAULT_STRING_PATTERN = r"^[A-Za-z0-9._,:=+/@ -]*$"
-PATH_PATTERN = r"^(/[A-Za-z0-9._+@-]+)*/?$"
 _SBATCH_LINE = re.compile(r"^\s*#\s*SBATCH", re.IGNORECASE | re.MULTILINE)
 # Parameters every template gets; a template may not redefine them.
-BUILTIN_PARAMETERS = ("partition", "time_limit", "environment", "modules", "container")
+BUILTIN_PARAMETERS = ("partition", "time_limit", "environment", "modules")
 # The bound of a number parameter whose template names none: fits a 32-bit int, and any shell.
 NUMBER_LIMIT = 2**31 - 1
 TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments")
@@ -248,8 +247,6 @@ def builtin_parameters() -> tuple[Parameter, ...]:
         Parameter("modules", "string", label="Environment modules", default="",
                   pattern=r"^[A-Za-z0-9._/+-]+( [A-Za-z0-9._/+-]+)*$|^$",
                   help="Space-separated `module load` names, e.g. cuda/12.4 nccl."),
-        Parameter("container", "string", label="Container image", default="", pattern=PATH_PATTERN,
-                  help="Path of a directory image to run the program in with ch-run; empty: none."),
     )
 
 

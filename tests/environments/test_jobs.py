@@ -47,7 +47,7 @@ def test_every_template_renders_valid_bash_with_an_environment(slug, activation)
     if activation is MODULES:
         assert "\nmodule load cuda/12.4 nccl\n" in body
     if activation is None:
-        assert "software environment" not in body
+        assert "echo \"software environment: \"" not in body
 
 
 def test_a_python_environment_is_activated_before_the_program(token_client):

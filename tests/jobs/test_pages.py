@@ -27,7 +27,7 @@ def test_composer_shows_partition_limits_and_previews_the_exact_script(browser_c
     uuid = re.search(r'name="uuid" value="([0-9a-f-]+)"', page)[1]
     response = browser_client.post("/jobs/new/custom/", {
         "uuid": uuid, "name": "my run", "partition": "debug", "time_limit": "30", "commands": "echo $(id)",
-        "gpus": "1", "nodes": "1", "modules": "", "container": "", "action": "preview"})
+        "gpus": "1", "nodes": "1", "modules": "", "action": "preview"})
     page = response.content.decode()
     assert "#SBATCH --partition=debug" in page and "#SBATCH --time=0-00:30:00" in page
     assert f"#SBATCH --comment=gpuportal:{uuid}" in page and "#SBATCH --cpus-per-task=8" in page

@@ -123,7 +123,7 @@ def test_composer_prefills_from_last_job_preset_and_extended_clone(browser_clien
 def test_composer_save_button_stores_the_form(browser_client, partitions):
     response = browser_client.post("/launches/presets/job/custom/", {
         "preset_name": "my 2-GPU debug", "partition": "debug", "time_limit": "30", "commands": "nvidia-smi",
-        "gpus": "2", "nodes": "1", "modules": "", "container": "", "environment": ""})
+        "gpus": "2", "nodes": "1", "modules": "", "environment": ""})
     preset = Preset.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/jobs/new/custom/?preset={preset.pk}"
     assert preset.values["gpus"] == 2 and preset.values["time_limit"] == 30
