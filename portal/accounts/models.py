@@ -15,6 +15,9 @@ class User(AbstractUser):
     gid_number = models.IntegerField(null=True, blank=True)
     home_directory = models.CharField(max_length=255, blank=True)
     ldap_groups = models.JSONField(default=list, blank=True)
+    # The user's own setting (portal.notifications sends the mail); a job may choose otherwise.
+    email_on_job_end = models.BooleanField(default=False, help_text="E-mail me when a job ends (default "
+                                                                     "for new jobs)")
 
 
 class ApiToken(models.Model):

@@ -24,7 +24,6 @@ from portal.jobs.serializers import (
 )
 from portal.jobs.services.logs import job_log_read
 from portal.jobs.services.submission import job_cancel, job_submit
-from portal.notifications.services import job_notify_set
 
 _NOT_FOUND = OpenApiResponse(description="No such job, or another user's")
 
@@ -93,9 +92,8 @@ class JobListCreateApi(ListAPIView):
         job = job_submit(user=request.user, template=data.validated_data["template"],
                          parameters=data.validated_data["parameters"],
                          name=data.validated_data.get("name") or None, idempotency_key=key,
-                         request_digest=request_digest(data.validated_data))
-        if "notify_email" in data.validated_data:
-            job_notify_set(job=job, email=data.validated_data["notify_email"])
+                         request_digest=request_digest(data.validated_data),
+                         notify_email=data.validated_data.get("notify_email"))
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 

@@ -72,6 +72,8 @@ class Job(models.Model):
     # The client's Idempotency-Key and a digest of its request (portal.core.idempotency).
     idempotency_key = models.CharField(max_length=255, blank=True)
     request_digest = models.CharField(max_length=64, blank=True)
+    notify_email = models.BooleanField(null=True, blank=True,
+                                       help_text="E-mail the owner when it ends; empty: their own setting")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

@@ -33,7 +33,6 @@ from portal.jobs.selectors import (
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_submit
 from portal.launches.selectors import job_initial
-from portal.notifications.services import job_notify_set, preference_get
 
 PAGE_SIZE = 50
 
@@ -130,8 +129,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             if request.POST.get("action") == "submit":
                 job = job_submit(user=request.user, template=slug, parameters=values, name=name or None,
-                                 job_uuid=job_uuid)
-                job_notify_set(job=job, email=request.POST.get("notify_email") == "on")
+                                 job_uuid=job_uuid, notify_email=request.POST.get("notify_email") == "on")
                 messages.info(request, f"Job {job.name} submitted: {job.get_state_display().lower()}.")
                 return redirect("jobs:detail", job_id=job.pk)
             preview = job_prepare(user=request.user, template=slug, parameters=values, name=name or None,
@@ -159,7 +157,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         # than silently falling back to none.
         "environment_gone": chosen if chosen and chosen not in {e.name for e in environments} else "",
         "notify_email": request.POST.get("notify_email") == "on" if request.method == "POST"
-        else preference_get(user=request.user).email_on_job_end,
+        else request.user.email_on_job_end,
         "gpu_field": template.gpus_per_node if isinstance(template.gpus_per_node, str) else "",
         "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
     })

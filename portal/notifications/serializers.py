@@ -3,7 +3,7 @@ from rest_framework import serializers
 
 class PreferenceSerializer(serializers.Serializer):
     email_on_job_end = serializers.BooleanField(help_text="E-mail me when a job ends (default for new jobs)")
-    email = serializers.EmailField(read_only=True, source="user.email",
+    email = serializers.EmailField(read_only=True,
                                    help_text="Where it goes: your directory entry's mail; empty: none")
 
     def validate(self, attrs: dict) -> dict:

@@ -1,4 +1,5 @@
-"""E-mail when a job ends: the per-job choice made at submit, else the user's default.
+"""E-mail when a job ends: the job's choice made at submit (`Job.notify_email`), else the user's own
+setting (`User.email_on_job_end`).
 
 A job's mail is claimed (sent_at set) before it is sent, so two workers or a retried task never
 send it twice; a failed send releases the claim for the retry."""
@@ -11,36 +12,26 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.jobs.models import Job
-from portal.notifications.models import JobNotification, NotificationPreference
+from portal.notifications.models import JobNotification
 
 logger = logging.getLogger(__name__)
 
 
-def preference_get(*, user: User) -> NotificationPreference:
-    return NotificationPreference.objects.filter(user=user).first() or NotificationPreference(user=user)
-
-
-def preference_set(*, user: User, email_on_job_end: bool) -> NotificationPreference:
-    preference, _ = NotificationPreference.objects.update_or_create(
-        user=user, defaults={"email_on_job_end": email_on_job_end})
-    return preference
-
-
-def job_notify_set(*, job: Job, email: bool) -> None:
-    """The submitter's choice for this job (made once, at submit)."""
-    JobNotification.objects.get_or_create(job=job, defaults={"email": email})
+def preference_set(*, user: User, email_on_job_end: bool) -> User:
+    User.objects.filter(pk=user.pk).update(email_on_job_end=email_on_job_end)
+    user.email_on_job_end = email_on_job_end
+    return user
 
 
 def job_end_mails_send(*, job_ids: list[int]) -> int:
     """Send the end-of-job mail of each of these jobs that wants one; returns how many went."""
     sent = 0
-    jobs = Job.objects.filter(pk__in=job_ids).select_related("user")
-    defaults = set(NotificationPreference.objects.filter(
-        user__in={job.user_id for job in jobs}, email_on_job_end=True).values_list("user_id", flat=True))
-    for job in jobs:
-        choice, _ = JobNotification.objects.get_or_create(job=job,
-                                                          defaults={"email": job.user_id in defaults})
-        if not choice.email or choice.sent_at is not None:
+    for job in Job.objects.filter(pk__in=job_ids).select_related("user"):
+        wanted = job.user.email_on_job_end if job.notify_email is None else job.notify_email
+        if not wanted:
+            continue
+        claim, _ = JobNotification.objects.get_or_create(job=job)
+        if claim.sent_at is not None:
             continue
         if not job.user.email:  # no `mail` in the directory: nowhere to send it
             logger.info("job %s: no e-mail address for %s", job.pk, job.user.username)

@@ -4,7 +4,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from portal.notifications.services import preference_get, preference_set
+from portal.notifications.services import preference_set
 
 
 @login_required
@@ -14,4 +14,4 @@ def preference_view(request: HttpRequest) -> HttpResponse:
         preference_set(user=request.user, email_on_job_end=request.POST.get("email_on_job_end") == "on")
         messages.success(request, "Notification settings saved.")
         return redirect("notifications:settings")
-    return render(request, "notifications/settings.html", {"preference": preference_get(user=request.user)})
+    return render(request, "notifications/settings.html", {"preference": request.user})

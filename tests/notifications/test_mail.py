@@ -6,8 +6,9 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.handlers import Message
 
+from portal.jobs.models import Job
 from portal.jobs.signals import jobs_ended
-from portal.notifications.models import JobNotification, NotificationPreference
+from portal.notifications.models import JobNotification
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -43,9 +44,14 @@ def inbox(settings):
         controller.stop()
 
 
+def _email_on_job_end(user):
+    user.email_on_job_end = True
+    user.save(update_fields=["email_on_job_end"])
+
+
 def test_opted_in_job_end_mails_its_owner_once(inbox, user):
-    job = JobFactory(user=user, name="train\r\nBcc: x@evil.test", state="FAILED", exit_code=3)
-    JobNotification.objects.create(job=job, email=True)
+    job = JobFactory(user=user, name="train\r\nBcc: x@evil.test", state="FAILED", exit_code=3,
+                     notify_email=True)
     jobs_ended.send(sender=None, job_ids=[job.pk])
     assert len(inbox) == 1
     message = inbox[0]
@@ -58,12 +64,12 @@ def test_opted_in_job_end_mails_its_owner_once(inbox, user):
 
 
 def test_the_users_default_applies_unless_the_job_chose(inbox, user):
-    NotificationPreference.objects.create(user=user, email_on_job_end=True)
-    by_default, opted_out = JobFactory(user=user, name="a"), JobFactory(user=user, name="b")
-    JobNotification.objects.create(job=opted_out, email=False)
+    _email_on_job_end(user)
+    by_default = JobFactory(user=user, name="a")
+    opted_out = JobFactory(user=user, name="b", notify_email=False)
     quiet = JobFactory(user=UserFactory(username="bob"), name="c")  # bob kept the default: off
     no_address = JobFactory(user=UserFactory(username="carol", email=""), name="d")
-    NotificationPreference.objects.create(user=no_address.user, email_on_job_end=True)
+    _email_on_job_end(no_address.user)
     jobs_ended.send(sender=None, job_ids=[by_default.pk, opted_out.pk, quiet.pk, no_address.pk])
     assert [m["Subject"] for m in inbox] == ["[gpuportal] Job a completed"]
 
@@ -71,8 +77,7 @@ def test_the_users_default_applies_unless_the_job_chose(inbox, user):
 def test_an_smtp_outage_never_breaks_the_poll_cycle(settings, user):
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", _free_port(), 1
-    job = JobFactory(user=user)
-    JobNotification.objects.create(job=job, email=True)
+    job = JobFactory(user=user, notify_email=True)
     jobs_ended.send(sender=None, job_ids=[job.pk])  # logged, not raised
     assert JobNotification.objects.get(job=job).sent_at is None  # released for a retry
 
@@ -89,13 +94,14 @@ def test_preference_api_and_page(token_client, client, user):
     page = client.get("/notifications/").content.decode()
     assert 'id="id_email_on_job_end" checked' in page and "alice@gpuportal.test" in page
     client.post("/notifications/", {})
-    assert NotificationPreference.objects.get(user=user).email_on_job_end is False
+    user.refresh_from_db()
+    assert user.email_on_job_end is False
 
 
 def test_composer_opt_in_defaults_to_the_preference(client, user, partitions):
     client.force_login(user)
     assert 'id="id_notify_email" >' in client.get("/jobs/new/custom/").content.decode()
-    NotificationPreference.objects.create(user=user, email_on_job_end=True)
+    _email_on_job_end(user)
     assert 'id="id_notify_email" checked' in client.get("/jobs/new/custom/").content.decode()
 
 
@@ -104,7 +110,7 @@ def test_api_submit_records_the_jobs_choice(token_client, partitions, monkeypatc
     body = {"template": "custom", "notify_email": True, "parameters": {"commands": "true", "gpus": 0}}
     response = token_client.post("/api/v1/jobs/", body, format="json")
     assert response.status_code == 201, response.json()
-    assert JobNotification.objects.get(job_id=response.json()["id"]).email is True
+    assert Job.objects.get(pk=response.json()["id"]).notify_email is True
     response = token_client.post("/api/v1/jobs/", {"template": "custom", "notify_email": "perhaps",
                                                    "parameters": {"commands": "true"}}, format="json")
     assert response.status_code == 400 and "notify_email" in response.json()["fields"]

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 def job_submit(*, user: User, template: str, parameters: Any, name: str | None = None,
                job_uuid: uuid.UUID | None = None, idempotency_key: str = "",
-               request_digest: str = "") -> Job:
+               request_digest: str = "", notify_email: bool | None = None) -> Job:
     """Validate and store the job, then queue its first sbatch in Celery; returns at once.
 
     With an idempotency key, a repeated request returns the job the first one created."""
@@ -52,7 +52,7 @@ def job_submit(*, user: User, template: str, parameters: Any, name: str | None =
     draft = job_prepare(user=user, template=template, parameters=parameters, name=name, job_uuid=job_uuid)
     try:
         job = job_create(user=user, draft=draft, idempotency_key=idempotency_key,
-                         request_digest=request_digest)
+                         request_digest=request_digest, notify_email=notify_email)
     except IntegrityError:
         # A concurrent request with the same key won the race: answer with its job.
         if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
@@ -63,7 +63,8 @@ def job_submit(*, user: User, template: str, parameters: Any, name: str | None =
     return job
 
 
-def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", request_digest: str = "") -> Job:
+def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", request_digest: str = "",
+               notify_email: bool | None = None) -> Job:
     """Store a prepared job, waiting in the portal and due at once, before Slurm is asked."""
     now = timezone.now()
     return Job.objects.create(
@@ -72,7 +73,7 @@ def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", reques
         gpus_per_node=draft.gpus_per_node, cpus_per_node=draft.cpus_per_node,
         mem_mb_per_node=draft.mem_mb_per_node, time_limit=draft.time_limit, output_dir=draft.output_dir,
         state=JobState.QUEUED_IN_PORTAL, submitted_at=now, next_attempt_at=now,
-        idempotency_key=idempotency_key, request_digest=request_digest,
+        idempotency_key=idempotency_key, request_digest=request_digest, notify_email=notify_email,
     )
 
 
