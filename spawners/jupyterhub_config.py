@@ -116,6 +116,10 @@ c.PortalSlurmSpawner.environments_dir = env("ENVIRONMENTS_DIR", "/opt/gpuportal/
 # portal publishes as this file (its POLICY_FILE; portal/policy/services.py): the hub has none of its own.
 c.PortalSlurmSpawner.policy_file = env(
     "GPUPORTAL_POLICY_FILE", f"{env('GPUPORTAL_STATE', '/var/lib/gpuportal')}/policy/policy.json")
+# The portal's squeue of each poll cycle (its SERVERS_QUEUE_FILE): running servers are polled from it,
+# so Slurm is asked once per cycle for portal and hub; starting and stopping servers still squeue.
+c.PortalSlurmSpawner.queue_file = env(
+    "GPUPORTAL_QUEUE_FILE", f"{env('GPUPORTAL_STATE', '/var/lib/gpuportal')}/policy/queue.json")
 c.PortalSlurmSpawner.start_timeout = int(env("HUB_START_TIMEOUT", "1800"))  # a queued server waits
 c.PortalSlurmSpawner.http_timeout = 120
 # Each server is polled this often, all of them from one shared squeue (2 slurmctld RPCs) per

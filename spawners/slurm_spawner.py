@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -269,18 +270,22 @@ class Snapshot:
 
 
 class QueuePoller:
-    """One `squeue` for every server of the hub: concurrent callers share one query."""
+    """One `squeue` for every server of the hub: concurrent callers share one query. With
+    `shared_file`, the portal's own squeue of each poll cycle (portal.servers.services.
+    servers_queue_publish) answers whoever accepts its age, and Slurm is not asked again."""
 
-    def __init__(self, slurm: Slurm) -> None:
+    def __init__(self, slurm: Slurm, shared_file: str = "") -> None:
         self.slurm = slurm
+        self.shared_file = shared_file
         self._snapshot = Snapshot(jobs=None, taken_at=-math.inf)
         self._inflight: asyncio.Future[Snapshot] | None = None
+        self._shared_seen: tuple[int, int] | None = None
 
     async def snapshot(self, *, max_age: float, newer_than: float = -math.inf) -> Snapshot:
         """A snapshot at most `max_age` seconds old, taken after `newer_than` (e.g. a submission)."""
-        current = self._snapshot
-        if current.taken_at >= newer_than and time.monotonic() - current.taken_at <= max_age:
-            return current
+        for current in (self._snapshot, self._shared()):
+            if current.taken_at >= newer_than and time.monotonic() - current.taken_at <= max_age:
+                return current
         while True:
             if self._inflight is None:
                 self._inflight = asyncio.ensure_future(self._query())
@@ -288,6 +293,26 @@ class QueuePoller:
             # A query already running when the caller submitted cannot know the new job: ask again.
             if current.taken_at >= newer_than:
                 return current
+
+    def _shared(self) -> Snapshot:
+        """The portal's last squeue, on the monotonic clock; a file that is missing or unreadable
+        counts as very old (the poller asks Slurm itself)."""
+        if not self.shared_file:
+            return Snapshot(jobs=None, taken_at=-math.inf)
+        try:
+            info = Path(self.shared_file).stat()
+            if self._shared_seen == (info.st_ino, info.st_mtime_ns):
+                return self._snapshot  # read already
+            data = json.loads(Path(self.shared_file).read_text())
+            jobs = {row["job_id"]: _queued_job(row) for row in data["jobs"]}
+            taken_at = time.monotonic() - (time.time() - float(data["taken_at"]))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            logger.warning("shared queue %s unusable, asking Slurm: %s", self.shared_file, error)
+            return Snapshot(jobs=None, taken_at=-math.inf)
+        self._shared_seen = (info.st_ino, info.st_mtime_ns)
+        if taken_at > self._snapshot.taken_at:
+            self._snapshot = Snapshot(jobs=jobs, taken_at=taken_at)
+        return self._snapshot
 
     async def _query(self) -> Snapshot:
         started = time.monotonic()
@@ -303,9 +328,20 @@ class QueuePoller:
         return self._snapshot
 
 
+def _queued_job(row: dict[str, Any]) -> QueuedJob:
+    """A row of the portal's shared queue (servers_queue_publish) back as the adapter's QueuedJob."""
+    limit = row["time_limit"]
+    return QueuedJob(**{**row, "start_time": _time(row["start_time"]), "end_time": _time(row["end_time"]),
+                        "time_limit": None if limit is None else timedelta(seconds=limit)})
+
+
+def _time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
 @cache
-def shared_poller(bin_dir: str, timeout: float) -> QueuePoller:
-    return QueuePoller(Slurm(SlurmRunner(bin_dir=Path(bin_dir), timeout=timeout)))
+def shared_poller(bin_dir: str, timeout: float, shared_file: str = "") -> QueuePoller:
+    return QueuePoller(Slurm(SlurmRunner(bin_dir=Path(bin_dir), timeout=timeout)), shared_file)
 
 
 def first_node(nodes: str) -> str:
@@ -329,6 +365,9 @@ class PortalSlurmSpawner(SlurmSpawner):
         "/var/lib/gpuportal/policy/policy.json",
         help="The limits the portal publishes (its POLICY_FILE): partitions, group limits, profiles.",
     ).tag(config=True)
+    queue_file = Unicode(
+        "", help="The portal's squeue of each poll cycle (its SERVERS_QUEUE_FILE): routine polls that "
+                 "accept its age read it instead of asking Slurm. Empty: always squeue.").tag(config=True)
     slurm_bin_dir = Unicode("/usr/bin", help="Where sbatch, squeue and scancel are.").tag(config=True)
     slurm_timeout = Float(20.0, help="An squeue slower than this counts as Slurm not answering.").tag(
         config=True)
@@ -527,7 +566,7 @@ set -euo pipefail
 
     @property
     def poller(self) -> QueuePoller:
-        return shared_poller(self.slurm_bin_dir, self.slurm_timeout)
+        return shared_poller(self.slurm_bin_dir, self.slurm_timeout, self.queue_file)
 
     async def submit_batch_script(self) -> str:
         try:

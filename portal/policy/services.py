@@ -5,20 +5,16 @@ The hub cannot read the portal's database, so the portal writes the policy as JS
 changes it, and the spawner re-reads it when its modification time changes.
 """
 
-import logging
 import math
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 from portal.accounts.models import User
 from portal.cluster.models import Node, Partition
+from portal.core.published import file_publish
 from portal.policy.models import ResourceProfile
 from portal.policy.rules import GroupRules, PartitionRules, Policy, Profile
-
-logger = logging.getLogger(__name__)
 
 
 def _partition_rules(partition: Partition, nodes: list[Node]) -> PartitionRules:
@@ -68,25 +64,5 @@ def user_groups(user: User) -> list[str]:
 
 
 def policy_publish(*, policy: Policy | None = None) -> bool:
-    """Write the policy file if its content changed; True when written. Never raises: a portal that
-    cannot write it keeps working, and the hub keeps the last file it read."""
-    text = (policy or policy_current(with_members=True)).to_json()
-    path = Path(settings.POLICY_FILE)
-    try:
-        if path.exists() and path.read_text() == text:
-            return False
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".policy-", delete=False) as tmp:
-            tmp.write(text)
-    except OSError as error:
-        logger.warning("could not publish the policy to %s: %s", path, error)
-        return False
-    written = Path(tmp.name)
-    try:
-        written.chmod(0o644)  # the hub's account reads it
-        written.replace(path)  # atomic: the hub never reads half a file
-    except OSError as error:
-        written.unlink(missing_ok=True)
-        logger.warning("could not publish the policy to %s: %s", path, error)
-        return False
-    return True
+    """Write the policy file if its content changed; True when written."""
+    return file_publish(settings.POLICY_FILE, (policy or policy_current(with_members=True)).to_json())

@@ -17,6 +17,7 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import (
     servers_apply_accounting,
     servers_apply_queue,
+    servers_queue_publish,
     servers_queue_timeout,
     servers_spawn_retry,
 )
@@ -55,6 +56,7 @@ def _cycle(slurm: Slurm) -> CycleReport:
     servers_spawn_retry(now=status.checked_at)
     if queue is None:
         return CycleReport(ran=True, status=status)
+    servers_queue_publish(queue=queue, taken_before=status.checked_at)  # the hub's routine polls
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
     report.status = status
     # After the queue is followed: a server Slurm started this cycle is not cancelled.

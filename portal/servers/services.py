@@ -1,8 +1,9 @@
 """Starting and stopping notebook servers (through the hub), and keeping the portal's record."""
 
+import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from portal.accounts.oauth import oauth_tokens_revoke
 from portal.cluster.models import SlurmJob
 from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
+from portal.core.published import file_publish
 from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
@@ -384,6 +386,22 @@ def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) 
         if changes:
             NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(**changes)
     return left
+
+
+def servers_queue_publish(*, queue: list[QueuedJob], taken_before: datetime) -> bool:
+    """Share this cycle's squeue with the hub (settings.SERVERS_QUEUE_FILE): its spawner answers
+    routine polls of running servers from it instead of its own squeue, so the portal and the hub
+    agree and Slurm is asked once per cycle. Only the hub's live jobs; `taken_before` is a time at
+    or before the squeue ran (the spawner never trusts it for a job submitted after)."""
+    jobs = [{**asdict(row), "start_time": _iso(row.start_time), "end_time": _iso(row.end_time),
+             "time_limit": row.time_limit.total_seconds() if row.time_limit is not None else None}
+            for row in queue if row.state in LIVE_SLURM_STATES and row.name.startswith(JOB_NAME_PREFIX)]
+    return file_publish(settings.SERVERS_QUEUE_FILE, json.dumps(
+        {"taken_at": taken_before.timestamp(), "jobs": jobs}, separators=(",", ":")))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 def servers_apply_accounting(*, servers: list[NotebookServer], rows: list[AccountedJob]) -> int:

@@ -367,6 +367,8 @@ POLICY_GROUPS = env.json("POLICY_GROUPS", default={"*": {
 }})
 # Written by the portal (poll cycle, profile changes, `manage.py policy_publish`), read by the hub.
 POLICY_FILE = env("GPUPORTAL_POLICY_FILE", default=str(_STATE / "policy" / "policy.json"))
+# Each poll cycle's squeue of the hub's jobs, which the hub answers routine server polls from.
+SERVERS_QUEUE_FILE = env("GPUPORTAL_QUEUE_FILE", default=str(_STATE / "policy" / "queue.json"))
 # A session the hub has not accepted yet is handed to Celery again after this long, at most this often.
 SERVERS_SPAWN_RETRY_SECONDS = env.float("SERVERS_SPAWN_RETRY_SECONDS",
                                         default=JUPYTERHUB_TIMEOUT_SECONDS + 10)

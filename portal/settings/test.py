@@ -15,3 +15,4 @@ AXES_FAILURE_LIMIT = 5
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_gpuportal")}  # noqa: F405
 # Never the policy file of `make up`'s hub: one per test process.
 POLICY_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/policy.json"  # noqa: S108
+SERVERS_QUEUE_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/queue.json"  # noqa: S108

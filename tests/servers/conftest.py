@@ -118,6 +118,7 @@ def hub(live_server):
         "HUB_SERVER_ACTIVITY_INTERVAL": "10",
         # The limits: the policy this test process's portal publishes (portal_hub, every poll).
         "GPUPORTAL_POLICY_FILE": django_settings.POLICY_FILE,
+        "GPUPORTAL_QUEUE_FILE": django_settings.SERVERS_QUEUE_FILE,
     }
     hub = Hub(url=f"http://127.0.0.1:{PROXY_PORT}", api_url=f"http://127.0.0.1:{HUB_PORT}/hub/api",
               env=env)
