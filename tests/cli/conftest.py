@@ -22,8 +22,8 @@ from portal.tensorboards.services import tensorboards_sync
 from slurm.errors import SlurmError
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
+from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
-from tests.servers.conftest import wait_for
 
 GPUPORTAL = Path(sys.executable).with_name("gpuportal")
 

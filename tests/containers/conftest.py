@@ -9,7 +9,6 @@ import pytest
 
 from portal.containers.models import Image
 from portal.containers.services import image_create
-from tests.servers.conftest import hub, portal_hub  # noqa: F401 (the test hub, for sessions in images)
 
 REGISTRY_STATE = Path("/var/lib/gpuportal/registry")
 REGISTRY = "127.0.0.1:5000"

@@ -14,7 +14,7 @@ from portal.containers.services import credential_store, pull_refresh, pull_star
 from portal.servers.services import server_start
 from tests.containers.conftest import LOGIN, REGISTRY, needs_registry
 from tests.factories import UserFactory
-from tests.servers.conftest import job_gpu_indexes, wait_for
+from tests.hub import job_gpu_indexes, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), needs_registry]
 

@@ -13,7 +13,7 @@ from portal.policy.models import ResourceProfile
 from portal.servers.models import NotebookServer
 from tests.browser.conftest import CHROMIUM_ARGS
 from tests.cluster.shape import gpu_nodes
-from tests.servers.conftest import job_gpu_indexes, squeue_state, wait_for
+from tests.hub import job_gpu_indexes, squeue_state, wait_for
 from tests.servers.test_servers_real import _blocker
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]

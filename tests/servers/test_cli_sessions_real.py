@@ -5,7 +5,7 @@ import pytest
 
 from gpuportal_cli.client import Exit
 from tests.cli.conftest import cli, logged_in  # noqa: F401 (fixtures)
-from tests.servers.conftest import squeue_state, wait_for
+from tests.hub import squeue_state, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

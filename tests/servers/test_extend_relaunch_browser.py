@@ -13,8 +13,8 @@ from playwright.sync_api import sync_playwright
 from portal.extensions.models import ExtensionRequest
 from portal.servers.models import NotebookServer
 from tests.browser.conftest import CHROMIUM_ARGS
+from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
-from tests.servers.conftest import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

@@ -15,8 +15,8 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import server_start
 from tests.conftest import ROOT
 from tests.factories import UserFactory
+from tests.hub import STATE_DIR, portal_login
 from tests.poll_helpers import slurm_poll
-from tests.servers.conftest import STATE_DIR, portal_login
 from tests.servers.test_servers_real import ready_server
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -11,7 +11,7 @@ from portal.accounts.models import User
 from portal.accounts.services import user_deprovision
 from portal.servers.services import server_start
 from tests.factories import UserFactory
-from tests.servers.conftest import portal_login
+from tests.hub import portal_login
 from tests.servers.test_servers_real import ready_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

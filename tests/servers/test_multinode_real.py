@@ -15,7 +15,7 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import server_start, server_stop
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
-from tests.servers.conftest import STATE_DIR, Hub, _free_ports, job_env, squeue_state, wait_for
+from tests.hub import STATE_DIR, Hub, _free_ports, job_env, squeue_state, wait_for
 from tests.servers.test_notebooks_real import Kernel
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -22,6 +22,7 @@ from slurm.adapter import Slurm
 from tests.environments.conftest import REAL_ROOT
 from tests.environments.conftest import environment as registered
 from tests.factories import UserFactory
+from tests.hub import wait_for
 from tests.notebooks.test_notebooks import (
     NOTEBOOKS,
     TRAINING,
@@ -30,7 +31,6 @@ from tests.notebooks.test_notebooks import (
     kernel_name,
     scalar_tags,
 )
-from tests.servers.conftest import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ from portal.jobs.models import Job
 from portal.servers.services import server_start, server_stop
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
-from tests.servers.conftest import STATE_DIR
+from tests.hub import STATE_DIR
 from tests.servers.test_servers_real import ready_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -16,9 +16,7 @@ from portal.servers.selectors import server_cards
 from portal.servers.services import server_start, server_stop, servers_refresh
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
-from tests.policy.cases import OVER_LIMITS, POLICY_GROUPS, PROFILE
-from tests.poll_helpers import slurm_poll
-from tests.servers.conftest import (
+from tests.hub import (
     CULL_TIMEOUT,
     job_env,
     job_gpu_indexes,
@@ -26,6 +24,8 @@ from tests.servers.conftest import (
     squeue_state,
     wait_for,
 )
+from tests.policy.cases import OVER_LIMITS, POLICY_GROUPS, PROFILE
+from tests.poll_helpers import slurm_poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

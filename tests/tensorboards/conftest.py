@@ -11,7 +11,6 @@ from slurm.errors import SlurmError
 from tests.browser.conftest import browser, page  # noqa: F401 (fixtures for test_browser.py)
 from tests.environments.conftest import REAL_ROOT
 from tests.poll_helpers import slurm_poll
-from tests.servers.conftest import hub, portal_hub  # noqa: F401 (fixtures for test_jupyterlab_browser.py)
 
 TRAINING = {"smoke": True, "gpus": 1, "time_limit": 5, "environment": "pytorch"}
 

@@ -17,8 +17,8 @@ from portal.tensorboards.models import TensorBoard
 from portal.tensorboards.services import tensorboards_sync
 from tests.browser.conftest import CHROMIUM_ARGS
 from tests.environments.conftest import needs_real_envs
+from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
-from tests.servers.conftest import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True),
               needs_real_envs, pytest.mark.usefixtures("cleanup_tensorboards")]

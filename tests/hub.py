@@ -1,4 +1,7 @@
-"""A real JupyterHub (spawners/hub.sh) for the test session, logging in through the live portal."""
+"""A real JupyterHub (spawners/hub.sh) for the test session, logging in through the live portal.
+
+Its fixtures are declared once, in tests/conftest.py, so every folder's tests share the one hub of
+a run (a fixture imported into two conftests would start two hubs on the same ports)."""
 
 import os
 import re
@@ -16,7 +19,6 @@ from django.conf import settings as django_settings
 
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.servers.hub import JupyterHub
-from tests.conftest import DEMO_PASSWORDS
 from tests.poll_helpers import slurm_poll
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,6 +162,8 @@ def portal_hub(hub, settings, transactional_db, slurm):
 
 def portal_login(live_server, username: str) -> requests.Session:
     """A browser-like session logged into the portal (and, through it, into the hub on demand)."""
+    from tests.conftest import DEMO_PASSWORDS  # tests/conftest.py imports this module
+
     session = requests.Session()
     login = f"{live_server.url}/accounts/login/"
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', session.get(login).text)[1]
