@@ -23,7 +23,8 @@ apt_missing sudo util-linux
 # Notebook servers: node for configurable-http-proxy, R for the IRkernel kernel.
 apt_missing nodejs r-base-core r-cran-irkernel
 command -v npm >/dev/null || apt_missing npm  # NodeSource's nodejs brings its own npm
-((dev)) && apt_missing chromium fonts-dejavu-core
+# nginx: tests/deploy runs the shipped site (deploy/nginx) in front of a production-settings portal.
+((dev)) && apt_missing chromium fonts-dejavu-core nginx
 
 mkdir -p "$GPUPORTAL_STATE"
 chmod 755 "$GPUPORTAL_STATE"
