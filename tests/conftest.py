@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 from portal.accounts.services import api_token_create
 from portal.cluster.models import Node, Partition, PartitionGpu
 from slurm.adapter import Slurm
+from tests.chromium import browser, page  # noqa: F401 (one Chromium for every folder's tests)
 from tests.factories import UserFactory
 from tests.hub import hub, portal_hub  # noqa: F401 (one session hub for every folder's tests)
 

@@ -11,7 +11,7 @@ from playwright.sync_api import sync_playwright
 
 from portal.policy.models import ResourceProfile
 from portal.servers.models import NotebookServer
-from tests.browser.conftest import CHROMIUM_ARGS
+from tests.chromium import CHROMIUM_ARGS
 from tests.cluster.shape import gpu_nodes
 from tests.hub import job_gpu_indexes, squeue_state, wait_for
 from tests.servers.test_servers_real import _blocker

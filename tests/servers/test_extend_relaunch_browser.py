@@ -12,7 +12,7 @@ from playwright.sync_api import sync_playwright
 
 from portal.extensions.models import ExtensionRequest
 from portal.servers.models import NotebookServer
-from tests.browser.conftest import CHROMIUM_ARGS
+from tests.chromium import CHROMIUM_ARGS
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
 

@@ -8,7 +8,6 @@ from portal.environments.services import environment_check, environments_discove
 from portal.tensorboards.models import ACTIVE_STATES, TensorBoard
 from portal.tensorboards.services import tensorboards_sync
 from slurm.errors import SlurmError
-from tests.browser.conftest import browser, page  # noqa: F401 (fixtures for test_browser.py)
 from tests.environments.conftest import REAL_ROOT
 from tests.poll_helpers import slurm_poll
 

@@ -15,7 +15,7 @@ from playwright.sync_api import sync_playwright
 
 from portal.tensorboards.models import TensorBoard
 from portal.tensorboards.services import tensorboards_sync
-from tests.browser.conftest import CHROMIUM_ARGS
+from tests.chromium import CHROMIUM_ARGS
 from tests.environments.conftest import needs_real_envs
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll

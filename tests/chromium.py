@@ -1,3 +1,7 @@
+"""Headless Chromium for the browser tests. Its fixtures are declared once, in tests/conftest.py: a
+second session-scoped copy would start a second Playwright sync loop in the same thread, which
+Playwright refuses."""
+
 import os
 
 import pytest
