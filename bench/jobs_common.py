@@ -50,11 +50,12 @@ def history_fill(total: int, users: list, *, state_sql: str | None = None) -> No
                 gpus_per_node, cpus_per_node, mem_mb_per_node, time_limit, output_dir, state, reason,
                 slurm_job_id, submit_attempts, submitted_at, slurm_submitted_at, started_at, ended_at,
                 elapsed, node_list, gpus_allocated, gpu_hours, exit_code, exit_signal, updated_at,
-                idempotency_key, request_digest)
+                idempotency_key, request_digest, pending_reasons)
             SELECT gen_random_uuid(), (%s::bigint[])[1 + i %% %s], 'job-' || i, (%s::text[])[1 + i %% 7],
                 '{{"gpus": 1}}'::jsonb, '#!/bin/bash\nset -euo pipefail\ntrue\n', 'gpu', 1, 1, 8, 49152,
                 interval '8 hours', '/home/u/gpuportal/jobs', {states}, '', (1000000 + i)::text, 1,
-                t, t, t, t + interval '5 minutes', interval '5 minutes', 'vm', 1, 0.0833, 0, 0, now(), '', ''
+                t, t, t, t + interval '5 minutes', interval '5 minutes', 'vm', 1, 0.0833, 0, 0, now(), '', '',
+                '[]'::jsonb
             FROM generate_series(1, %s) AS i,
                 LATERAL (SELECT now() - (%s - i) * interval '10 seconds' AS t) AS at
         """, [[u.pk for u in users], len(users), templates, total, total])
