@@ -1,5 +1,6 @@
 """Reads for batch jobs: lists and details from the database, partition limits from the snapshot."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -8,6 +9,8 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from portal.accounts.models import User
+from portal.core.converters import id_or_none
+from portal.jobs.job_templates import JobTemplate
 from portal.jobs.models import Job, JobMetric
 from portal.policy.services import policy_current
 
@@ -117,3 +120,22 @@ def job_metrics_chart(*, metrics: list[JobMetric]) -> dict[str, Any] | None:
         },
         "resolve": {"scale": {"y": "independent"}},
     }
+
+
+def job_compose_initial(*, user: User, template: JobTemplate,
+                        query: Mapping[str, str]) -> tuple[dict[str, Any], str] | None:
+    """Parameter values and job name the composer starts from: `?clone=ID` (that job as it ran,
+    its time limit as extended), the template's own parameters in the query (a preset's link; checked
+    as any input when submitted), or the user's last job of this template; None: the defaults."""
+    if (clone_id := id_or_none(query.get("clone", ""))) is not None:
+        original = job_get(user=user, job_id=clone_id)
+        if original is None:  # not one the user may see: the template's defaults, nothing of theirs
+            return None
+        values = dict(original.parameters)
+        values["time_limit"] = int(original.time_limit.total_seconds() // 60)
+        return values, original.name
+    given = {p.name: query[p.name] for p in template.parameters if p.name in query}
+    if given:
+        return given, template.slug
+    last = Job.objects.filter(user=user, template=template.slug).first()  # newest first
+    return (dict(last.parameters), template.slug) if last is not None else None

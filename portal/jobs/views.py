@@ -24,6 +24,7 @@ from portal.jobs.job_templates import JobTemplate, Parameter, catalog
 from portal.jobs.models import Job, JobState
 from portal.jobs.selectors import (
     JobFilters,
+    job_compose_initial,
     job_get,
     job_list,
     job_metrics_chart,
@@ -32,7 +33,6 @@ from portal.jobs.selectors import (
 )
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_submit
-from portal.launches.selectors import job_initial
 
 PAGE_SIZE = 50
 
@@ -140,8 +140,8 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         job_uuid = uuid.uuid4()
         values = {p.name: p.default for p in template.parameters}
         name = template.slug
-        # A clone, a preset, or the user's last job of this template (portal.launches).
-        if start := job_initial(user=request.user, template=slug, query=request.GET):
+        # A clone, a preset's link, or the user's last job of this template.
+        if start := job_compose_initial(user=request.user, template=template, query=request.GET):
             values.update({k: v for k, v in start[0].items() if template.parameter(k)})
             name = start[1]
     environments = list(environment_choices(user=request.user))

@@ -13,11 +13,12 @@ from portal.accounts.models import User
 from portal.core.errors import InvalidInput, NotFound
 from portal.jobs.job_templates import ParameterInvalid, catalog
 from portal.launches.models import Preset
+from portal.servers.selectors import START_FIELDS
 
 NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
 MAX_PRESETS_PER_USER = 50
 MAX_VALUES_BYTES = 32 * 1024
-SESSION_FIELDS = ("partition", "gpus", "hours", "nodes", "environment")
+SESSION_FIELDS = START_FIELDS  # what a session preset keeps: the start form's options
 
 
 def preset_save(*, user: User, kind: str, name: str, values: Any, template: str = "") -> Preset:

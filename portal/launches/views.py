@@ -1,7 +1,5 @@
 """Save the form being filled in as a named preset, and remove one; both go back to the form."""
 
-from urllib.parse import urlencode
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -12,12 +10,14 @@ from django.views.decorators.http import require_POST
 from portal.core.errors import InvalidInput, NotFound
 from portal.jobs.job_templates import catalog
 from portal.launches.models import Preset
+from portal.launches.selectors import preset_form_url
 from portal.launches.services import SESSION_FIELDS, preset_delete, preset_save
 
 
 def _back(kind: str, template: str, preset: Preset | None = None) -> HttpResponse:
-    url = reverse("jobs:compose", args=[template]) if kind == Preset.Kind.JOB else reverse("servers:list")
-    return redirect(f"{url}?{urlencode({'preset': preset.pk})}" if preset else url)
+    if preset is not None:
+        return redirect(preset_form_url(preset=preset))
+    return redirect(reverse("jobs:compose", args=[template]) if kind == Preset.Kind.JOB else "servers:list")
 
 
 def _save(request: HttpRequest, kind: str, template: str, values: dict) -> HttpResponse:

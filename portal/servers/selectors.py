@@ -4,8 +4,10 @@ Slurm is never asked here: its state comes from the poll (`portal.cluster.models
 the hub's spawner, which watches the queue closely while a server starts (`HubServer.job_status`).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -161,3 +163,51 @@ def _card(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, now:
         started_at=row.started_at, ready_at=row.ready_at, first_connect_at=row.first_connect_at,
         pending_reasons=list(row.pending_reasons or []),
     )
+
+
+# The start form's options a session can be relaunched with (and a preset's link can carry).
+START_FIELDS = ("partition", "gpus", "hours", "nodes", "environment")
+
+
+def server_start_initial(*, user: User, query: Mapping[str, str]) -> dict[str, Any]:
+    """The start form's first values. `?relaunch=NAME[&more_hours=H]`: that session of the user's
+    (its time as extended, plus H hours, under a free name); the form's own fields in the query (a
+    preset's link; the form checks them as it checks any input); otherwise the user's last session."""
+    mine = NotebookServer.objects.filter(user=user)
+    if name := query.get("relaunch"):
+        source = mine.filter(name=name).first()
+        if source is not None:
+            initial = _start_options(source)
+            initial["hours"] = source.hours + _more_hours(query.get("more_hours", ""))
+            initial["name"] = _free_name(user, source.name)
+            return initial
+    if given := {key: query[key] for key in START_FIELDS if query.get(key, "") != ""}:
+        return given
+    last = mine.first()  # newest first
+    return _start_options(last) if last is not None else {}
+
+
+def _start_options(server: NotebookServer) -> dict[str, Any]:
+    return {key: getattr(server, key) for key in START_FIELDS}
+
+
+def _more_hours(text: str) -> float:
+    try:
+        hours = float(text)
+    except ValueError:
+        return 0.0
+    return hours if 0 < hours <= 24 * 366 else 0.0
+
+
+def _free_name(user: User, name: str) -> str:
+    """`name` if no active session has it, else `name-2`, `name-3`... (30 characters at most)."""
+    active = NotebookServer.objects.filter(user=user, ended_at__isnull=True)
+    taken = set(active.values_list("name", flat=True))
+    if name not in taken:
+        return name
+    for number in range(2, 100):
+        suffix = f"-{number}"
+        candidate = name[:30 - len(suffix)] + suffix
+        if candidate not in taken:
+            return candidate
+    return name

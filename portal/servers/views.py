@@ -7,11 +7,16 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.core.errors import InvalidInput, PortalError
-from portal.launches.selectors import session_initial
 from portal.policy.services import policy_current, user_groups
 from portal.servers.forms import ServerStartForm
 from portal.servers.models import NotebookServer
-from portal.servers.selectors import server_card, server_cards_active, server_get, server_recent_page
+from portal.servers.selectors import (
+    server_card,
+    server_cards_active,
+    server_get,
+    server_recent_page,
+    server_start_initial,
+)
 from portal.servers.services import server_connect, server_start, server_stop, servers_refresh
 from portal.servers.timing import SESSION_CSV_COLUMNS, session_csv_row
 
@@ -32,9 +37,9 @@ def _cards_context(request: HttpRequest) -> dict:
 def server_list_view(request: HttpRequest) -> HttpResponse:
     policy = policy_current()
     groups = user_groups(request.user)
-    # Relaunch, preset or the last session's options (portal.launches).
+    # A relaunch, a preset's link, or the last session's options.
     form = ServerStartForm(request.POST or None, user=request.user, policy=policy, groups=groups,
-                           initial=session_initial(user=request.user, query=request.GET))
+                           initial=server_start_initial(user=request.user, query=request.GET))
     if request.method == "POST" and form.is_valid():
         try:
             server = server_start(user=request.user, **form.cleaned_data)

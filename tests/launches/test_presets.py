@@ -7,8 +7,9 @@ import pytest
 from django.http import QueryDict
 
 from portal.launches.models import Preset
-from portal.launches.selectors import session_initial
+from portal.launches.selectors import preset_form_url
 from portal.launches.services import MAX_PRESETS_PER_USER
+from portal.servers.selectors import server_start_initial as session_initial
 from tests.factories import JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory
 
@@ -89,12 +90,13 @@ def test_session_prefill_relaunch_preset_and_last_used(user):
     last.ended_at = last.created_at + timedelta(hours=1)
     last.save()
     assert session_initial(user=user, query=QueryDict("relaunch=nb"))["name"] == "nb"
+    # A preset's link carries the form's own fields.
     preset = Preset.objects.create(user=user, kind="session", name="big", values={"gpus": 4, "hours": 8})
-    assert session_initial(user=user, query=QueryDict(f"preset={preset.pk}")) == {"gpus": 4, "hours": 8}
-    # Somebody else's preset or session: the user's own last session instead.
+    link = preset_form_url(preset=preset)
+    assert link == "/servers/?gpus=4&hours=8"
+    assert session_initial(user=user, query=QueryDict(link.split("?")[1])) == {"gpus": "4", "hours": "8"}
+    # Somebody else's session: the user's own last session instead.
     bob = UserFactory(username="bob")
-    theirs = Preset.objects.create(user=bob, kind="session", name="b", values={"gpus": 3})
-    assert session_initial(user=user, query=QueryDict(f"preset={theirs.pk}"))["gpus"] == 2
     assert session_initial(user=bob, query=QueryDict("relaunch=nb")) == {}
 
 
@@ -116,7 +118,7 @@ def test_composer_prefills_from_last_job_preset_and_extended_clone(browser_clien
     assert 'value="extended"' in clone
     preset = Preset.objects.create(user=user, kind="job", template="custom", name="debug run",
                                    values={"commands": "echo preset", "gpus": 0})
-    page = browser_client.get(f"/jobs/new/custom/?preset={preset.pk}").content.decode()
+    page = browser_client.get(preset_form_url(preset=preset)).content.decode()
     assert "echo preset</textarea>" in page and "debug run" in page
 
 
@@ -125,7 +127,7 @@ def test_composer_save_button_stores_the_form(browser_client, partitions):
         "preset_name": "my 2-GPU debug", "partition": "debug", "time_limit": "30", "commands": "nvidia-smi",
         "gpus": "2", "nodes": "1", "modules": "", "environment": ""})
     preset = Preset.objects.get()
-    assert response.status_code == 302 and response["Location"] == f"/jobs/new/custom/?preset={preset.pk}"
+    assert response.status_code == 302 and response["Location"] == preset_form_url(preset=preset)
     assert preset.values["gpus"] == 2 and preset.values["time_limit"] == 30
     # A refused value: nothing saved, the reason shown.
     response = browser_client.post("/launches/presets/job/custom/", {"preset_name": "bad", "gpus": "x"},
@@ -138,7 +140,7 @@ def test_session_save_button_and_delete(browser_client, user):
         "preset_name": "two", "name": "ignored", "partition": "gpu", "gpus": "2", "hours": "1", "nodes": "1",
         "environment": ""})
     preset = Preset.objects.get()
-    assert response["Location"] == f"/servers/?preset={preset.pk}"
+    assert response["Location"] == "/servers/?gpus=2&hours=1.0&nodes=1&partition=gpu"
     assert preset.values == {"partition": "gpu", "gpus": 2, "hours": 1.0, "nodes": 1}
     browser_client.force_login(UserFactory(username="bob"))
     assert browser_client.post(f"/launches/presets/{preset.pk}/delete/").status_code == 404

@@ -2,7 +2,7 @@
 
 from django import template
 
-from portal.launches.selectors import preset_list
+from portal.launches.selectors import preset_form_url, preset_list
 
 register = template.Library()
 
@@ -11,7 +11,9 @@ register = template.Library()
 def preset_picker(context: dict, kind: str, template_slug: str = "") -> dict:
     """Links that fill the form from each preset, each with a remove button (outside the form)."""
     user = context["request"].user
-    return {"presets": list(preset_list(user=user, kind=kind, template=template_slug)), "kind": kind,
+    presets = [(preset, preset_form_url(preset=preset))
+               for preset in preset_list(user=user, kind=kind, template=template_slug)]
+    return {"presets": presets, "kind": kind,
             "template_slug": template_slug, "csrf_token": context.get("csrf_token")}
 
 
