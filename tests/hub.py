@@ -21,7 +21,7 @@ from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.servers.hub import JupyterHub
 from tests.poll_helpers import slurm_poll
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 HUB_SH = ROOT / "spawners/hub.sh"
 CULL_TIMEOUT = 60
 
