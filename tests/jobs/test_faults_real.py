@@ -66,7 +66,8 @@ def test_worker_killed_between_sbatch_and_the_update_gives_one_slurm_job(tmp_pat
     marker = tmp_path / "sbatch-done"
     worker = _worker(tmp_path, marker)
     try:
-        Celery(broker=BROKER).send_task("portal.jobs.tasks.job_submit_first", args=[job.pk])
+        client = Celery(broker=BROKER, set_as_current=False)  # the portal's app stays the current one
+        client.send_task("portal.jobs.tasks.job_submit_first", args=[job.pk])
         deadline = time.monotonic() + 60
         while not marker.exists() or not marker.read_text().strip():
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
