@@ -11,6 +11,21 @@ class Source(models.TextChoices):
     IMPORT = "import", "Imported by an admin"
 
 
+# What makes two results comparable (the columns a result carries beside its figure).
+CONTEXT_FIELDS = (
+    "model",
+    "framework",
+    "framework_version",
+    "precision",
+    "batch_size_per_gpu",
+    "gpus",
+    "nodes",
+    "gpu_type",
+    "environment",
+    "partition",
+)
+
+
 class BenchmarkResult(models.Model):
     """One measured case of one run: a ResNet-50 run is one row, a fio run one row per fio job.
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db.models import Q, QuerySet
 
 from portal.accounts.models import User
-from portal.benchmarks.models import BenchmarkResult, PublishedResult, Reference
+from portal.benchmarks.models import CONTEXT_FIELDS, BenchmarkResult, PublishedResult, Reference
 
 # A page of history: bounded whatever the client asks.
 MAX_PAGE = 200
@@ -21,16 +21,7 @@ LIST_FIELDS = (
     "tool",
     "case",
     "source",
-    "model",
-    "framework",
-    "framework_version",
-    "precision",
-    "batch_size_per_gpu",
-    "gpus",
-    "nodes",
-    "gpu_type",
-    "environment",
-    "partition",
+    *CONTEXT_FIELDS,
     "run_at",
     "user_id",
     "user__username",

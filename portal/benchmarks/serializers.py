@@ -3,6 +3,7 @@ import re
 from rest_framework import serializers
 
 from portal.benchmarks.figures import TOOLS
+from portal.benchmarks.models import CONTEXT_FIELDS
 
 _NAME = r"^[A-Za-z0-9._ ,:()+/@-]*$"  # models, partitions, GPU types: printable words, no markup
 MAX_GPUS = 100000
@@ -122,16 +123,7 @@ _PLAIN = (
     "tool",
     "case",
     "source",
-    "model",
-    "framework",
-    "framework_version",
-    "precision",
-    "batch_size_per_gpu",
-    "gpus",
-    "nodes",
-    "gpu_type",
-    "environment",
-    "partition",
+    *CONTEXT_FIELDS,
     "metric",
     "value",
     "unit",

@@ -16,7 +16,7 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.benchmarks import parsers
 from portal.benchmarks.figures import TOOLS, Figure, figures
-from portal.benchmarks.models import BenchmarkResult, PublishedResult, Reference, Source
+from portal.benchmarks.models import CONTEXT_FIELDS, BenchmarkResult, PublishedResult, Reference, Source
 from portal.cluster.models import Node, PartitionGpu
 from portal.core.errors import InvalidInput, NotFound
 from portal.environments.models import Environment
@@ -31,18 +31,6 @@ MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 # What a template prints when the real tool (or GPU, or framework) is missing. Such a run measured
 # nothing, whatever numbers it printed: it is kept as unparsed, never as a figure.
 SIMULATED = re.compile(r"^.*\bSIMULATED\b.*$", re.MULTILINE)
-CONTEXT_FIELDS = (
-    "model",
-    "framework",
-    "framework_version",
-    "precision",
-    "batch_size_per_gpu",
-    "gpus",
-    "nodes",
-    "gpu_type",
-    "environment",
-    "partition",
-)
 _FRAMEWORKS = {"torch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
 
 

@@ -18,7 +18,7 @@ from django.utils.text import Truncator
 
 from portal.benchmarks import charts
 from portal.benchmarks.figures import TOOLS
-from portal.benchmarks.models import BenchmarkResult
+from portal.benchmarks.models import CONTEXT_FIELDS, BenchmarkResult
 from portal.benchmarks.selectors import (
     MAX_COMPARE,
     ResultFilters,
@@ -259,16 +259,7 @@ def compare_view(request: HttpRequest) -> HttpResponse:
     fields = [
         "tool",
         "case",
-        "model",
-        "framework",
-        "framework_version",
-        "precision",
-        "batch_size_per_gpu",
-        "gpus",
-        "nodes",
-        "gpu_type",
-        "environment",
-        "partition",
+        *CONTEXT_FIELDS,
         "run_at",
         "metric",
         "value",
