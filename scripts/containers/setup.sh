@@ -168,6 +168,20 @@ portal_key() {  # the key registry API keys are encrypted with at rest: a file, 
   chown "$PORTAL_USER:$PORTAL_USER" "$key"
 }
 
+podman_state_reset() {
+  # Rootless Podman keeps each user's run state in /tmp/podman-run-<uid>; where /tmp outlived a reboot
+  # (no pause process left), its "alive" marker makes every podman call fail with "invalid internal
+  # status". Without the marker podman sets the state up afresh, as after a boot.
+  local dir pid
+  for dir in /tmp/podman-run-*/libpod/tmp; do
+    [ -e "$dir/alive" ] || continue
+    pid=$(cat "$dir/pause.pid" 2>/dev/null || true)
+    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$dir/alive"
+    fi
+  done
+}
+
 case ${1:-up} in
   stop) registry_stop; exit ;;
   start) registry_start; exit ;;
@@ -180,6 +194,7 @@ esac
 apt_missing charliecloud-runtime charliecloud-builders squashfs-tools podman runc uidmap \
   docker-registry skopeo mmdebstrap apache2-utils openssl ca-certificates curl
 portal_key
+podman_state_reset
 registry_setup
 registry_start
 image_build

@@ -176,6 +176,7 @@ def main() -> None:
         writer.close()
         (args.logdir / "metrics.json").write_text(json.dumps(metrics) + "\n")
         print("FINAL_METRICS " + json.dumps(metrics), flush=True)
+    dist.barrier()  # all ranks leave together: gloo aborts a rank whose peers left first
     dist.destroy_process_group()
 
 
