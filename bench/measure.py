@@ -6,11 +6,20 @@ import subprocess
 RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
 
 
+def _sdiag() -> str:
+    return subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
+
+
 def rpc_total() -> int:
     """Every RPC slurmctld counted so far, except sdiag's own."""
-    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
-    by_type = out.split("by message type")[1].split("by user")[0]
+    by_type = _sdiag().split("by message type")[1].split("by user")[0]
     return sum(int(count) for name, count in RPC.findall(by_type) if name != "REQUEST_STATS_INFO")
+
+
+def rpc_by_users(users: set[str]) -> int:
+    """RPCs slurmctld counted so far from these users (sdiag's own, as root, are not among them)."""
+    by_user = _sdiag().split("by user")[1].split("Pending RPC")[0]
+    return sum(int(count) for name, count in RPC.findall(by_user) if name in users)
 
 
 def percentile(values: list[float], pct: float) -> float:

@@ -57,7 +57,7 @@ PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "RESIZING"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING"})
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
 CONTAINER_KEYS = ("container_runtime", "container_image")
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", *ENVIRONMENT_KEYS,
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "report_token", *ENVIRONMENT_KEYS,
                          *CONTAINER_KEYS})
 # What a server inside a container gets from the job's environment (Podman and enroot pass only
 # what they are told): the hub's variables, the GPUs, the portal's and TensorBoard's settings.
@@ -67,6 +67,12 @@ CONTAINER_ENV = ("CUDA_VISIBLE_DEVICES", "JUPYTERHUB_*", "JPY_*", "JUPYTER_CONFI
 ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PATH_PART = re.compile(r"^[A-Za-z0-9._+-]+$")
+# The portal's per-session report token (portal/core/report_tokens.py): a signed value, URL-safe.
+REPORT_TOKEN = re.compile(r"^[A-Za-z0-9:._-]{1,200}$")
+HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$")
+# The job's own reports to the portal (started on node X, exiting with code N): shared with the
+# portal's batch-job scripts, included as it is.
+REPORT_SH = Path(__file__).resolve().parents[1] / "templates/jobs/_common/report.sh"
 
 
 # Settings of the users' notebook servers (jupyter-server-proxy's TensorBoard): JUPYTER_CONFIG_PATH.
@@ -106,6 +112,8 @@ class ServerOptions:
     environment: EnvironmentChoice | None = None
     container: ContainerChoice | None = None
     profile: str = ""
+    # Not kept in user_options (the hub's database, its API): it goes to the job's environment.
+    report_token: str = ""
 
     def as_user_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
@@ -224,11 +232,14 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
         raise OptionError(str(refusal)) from None
     container = container_choice(raw, runtimes=container_runtimes or {},
                                  image_dirs=container_image_dirs or [], home=home)
+    report_token = raw.get("report_token") or ""
+    if not isinstance(report_token, str) or (report_token and not REPORT_TOKEN.fullmatch(report_token)):
+        raise OptionError("report_token must be the portal's token for this session.")
     return ServerOptions(partition=size.partition, gpus=size.gpus, hours=size.hours, nodes=size.nodes,
                          cpus=size.cpus, mem_gb=size.mem_gb,
                          environment=environment_choice(raw, environments_dir,
                                                         container=container is not None),
-                         container=container, profile=size.profile)
+                         container=container, profile=size.profile, report_token=report_token)
 
 
 class PolicyFile:
@@ -403,8 +414,10 @@ class PortalSlurmSpawner(SlurmSpawner):
         help="The only folders a container image path may lie under ({home}: the user's).").tag(config=True)
 
     exec_prefix = Unicode("/usr/sbin/runuser -u {username} --").tag(config=True)
-    # Starting servers share the poller's snapshot, so checking often costs no extra squeue.
-    startup_poll_interval = Float(0.25).tag(config=True)
+    startup_check_interval = Float(
+        2.0, help="While a server starts, how often its job is looked up (seconds; servers starting "
+                  "together share one squeue). Its port wakes the start at once, whatever this is: "
+                  "the check only notices a job that ended before its server answered.").tag(config=True)
     # The server runs in the batch step on the first node; `srun` in the notebook spans the allocation.
     req_srun = Unicode("").tag(config=True)
     req_nodes = Unicode("1")
@@ -433,8 +446,9 @@ set -euo pipefail
 
     @default("batchspawner_singleuser_cmd")
     def _singleuser_cmd_default(self) -> str:
+        # Our launcher hands the hub the port once the server answers (spawners/singleuser/launch.py).
         # Absolute: the job's PATH is not the hub's.
-        return str(Path(sys.prefix) / "bin/batchspawner-singleuser")
+        return f"{Path(sys.prefix) / 'bin/python3'} {SINGLEUSER_CONFIG_DIR / 'launch.py'}"
 
     @default("cmd")
     def _cmd_default(self) -> list[str]:
@@ -471,8 +485,11 @@ set -euo pipefail
         self.software_environment: EnvironmentChoice | None = None
         self.container: ContainerChoice | None = None
         self.queue_reason = ""
+        self.report_token = ""
         self._fresh_after = -math.inf
         self._busy = False
+        self._port_posted = asyncio.Event()
+        self._posted_from = ""
 
     # --- options -------------------------------------------------------------------------------
 
@@ -493,6 +510,7 @@ set -euo pipefail
         )
         self.software_environment = options.environment
         self.container = options.container
+        self.report_token = options.report_token
         self.req_partition = options.partition
         self.req_runtime = str(math.ceil(round(options.hours * 60, 6)))  # minutes; 1/60 h is 1
         self.req_nodes = str(options.nodes)
@@ -536,11 +554,34 @@ set -euo pipefail
         command = super().cmd_formatted_for_batch()
         return f'"${{RUN[@]}}" {command}' if self.container is not None else command
 
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        if self.report_token:
+            env["GPUPORTAL_REPORT_TOKEN"] = self.report_token  # the job's environment, not its script
+        return env
+
+    def report_lines(self) -> str:
+        """The job reports to the portal itself: started on this node (in the background, the
+        server does not wait), and its exit code from an EXIT trap (scancel's SIGTERM included).
+        "Ready" comes from the server (gpuportal_ready.py)."""
+        if not self.report_token or not REPORT_SH.is_file():
+            return ""
+        return "\n".join([
+            REPORT_SH.read_text(),
+            'gpuportal_report "{\\"event\\":\\"started\\",\\"node\\":\\"$(hostname)\\"}" &',
+            'trap \'gpuportal_report "{\\"event\\":\\"exited\\",\\"exit_code\\":$?}"\' EXIT',
+            "trap 'exit 143' TERM",
+        ])
+
     def get_req_subvars(self) -> dict[str, Any]:
-        """The batch script's variables: the chosen environment's bin/ goes first on PATH, after the
-        configured prologue (so terminals and `torchrun` find its programs); in a container, the
-        runtime's command (RUN) that the server's command follows."""
+        """The batch script's variables: the job's reports to the portal; the chosen environment's
+        bin/ goes first on PATH, after the configured prologue (so terminals and `torchrun` find its
+        programs); in a container, the runtime's command (RUN) that the server's command follows."""
         subvars = super().get_req_subvars()
+        if self.report_token and "GPUPORTAL_REPORT_TOKEN" not in subvars["keepvars"].split(","):
+            subvars["keepvars"] += ",GPUPORTAL_REPORT_TOKEN"  # keepvars was computed once, at the first start
+        reports = self.report_lines()
+        subvars["prologue"] = "\n".join(line for line in (subvars.get("prologue"), reports) if line)
         if self.container is not None:
             lines = [subvars.get("prologue") or "", self.container_prefix(),
                      f"export GPUPORTAL_ENVIRONMENT={shlex.quote(self.software_environment.name)}"
@@ -606,11 +647,43 @@ set -euo pipefail
         return JobStatus.UNKNOWN
 
     async def start(self) -> tuple[str, int]:
+        """Submit, then wait for the server's port, which its launcher posts once JupyterLab answers
+        (the hub's first check then finds it up). No squeue per starting server: the job is looked up
+        every `startup_check_interval` from the shared snapshot, only to notice one that ended."""
         self._busy = True
+        self.ip = self.traits()["ip"].default_value
+        self.port = 0
+        self._port_posted.clear()
+        if self.server:
+            self.server.port = self.port
         try:
-            return await super().start()
+            await self.submit_batch_script()
+            if not self.job_id:
+                raise RuntimeError("Slurm gave no job id for the server")
+            while not self._port_posted.is_set():
+                try:
+                    await asyncio.wait_for(self._port_posted.wait(), self.startup_check_interval)
+                except TimeoutError:
+                    status = await self.query_job_status()
+                    if status not in (JobStatus.RUNNING, JobStatus.PENDING, JobStatus.UNKNOWN):
+                        message = f"Slurm job {self.job_id} ended before its server answered."
+                        self.clear_state()
+                        raise RuntimeError(message) from None
+            # The proxy goes where the server posted from, unless the site fixes the address.
+            self.ip = self.state_exechost_exp or self._posted_from
+            self.db.commit()
+            self.log.info("Server job %s answers at %s:%s", self.job_id, self.ip, self.port)
+            return self.ip, self.port
         finally:
             self._busy = False
+
+    def port_posted(self, port: int, node: str, remote_ip: str) -> None:
+        """The server's launcher posted its port (PortOnlyAPIHandler): the job runs on `node`."""
+        self.port = port
+        self._posted_from = remote_ip
+        self.job_status = f"RUNNING {node}"
+        self.queue_reason = ""
+        self._port_posted.set()
 
     async def stop(self, now: bool = False) -> None:
         self._busy = True
@@ -649,10 +722,16 @@ class PortOnlyAPIHandler(BatchSpawnerAPIHandler):
     def post(self) -> None:
         token = self.get_auth_token()
         spawner = next((s for s in self.current_user.spawners.values() if s.api_token == token), None)
-        port = (self.get_json_body() or {}).get("port")
-        if spawner is None or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise web.HTTPError(400, "expected {\"port\": <1-65535>} from a server's own token")
-        spawner.port = port
+        body = self.get_json_body() or {}
+        port, node = body.get("port"), body.get("node") or ""
+        if (spawner is None or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536
+                or not isinstance(node, str) or (node and not HOSTNAME.fullmatch(node))):
+            raise web.HTTPError(400, "expected {\"port\": <1-65535>, \"node\": <hostname>} from a "
+                                     "server's own token")
+        if isinstance(spawner, PortalSlurmSpawner):
+            spawner.port_posted(port, node, self.request.remote_ip)
+        else:
+            spawner.port = port
         self.set_status(201)
         self.finish(json.dumps({"message": "BatchSpawner data configured"}))
 

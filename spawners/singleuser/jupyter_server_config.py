@@ -6,6 +6,7 @@ own server, so the hub's login decides who sees it. For any other folder, `%tens
 in a notebook works too: the spawner sets TENSORBOARD_PROXY_URL to this server's /proxy/%PORT%/.
 """
 
+import sys
 from pathlib import Path
 
 c = get_config()  # noqa: F821 (provided by Jupyter when it loads this file)
@@ -19,3 +20,8 @@ c.ServerProxy.servers = {
         "launcher_entry": {"title": "TensorBoard (~/logs)"},
     },
 }
+
+# The portal's launcher (launch.py) hands the hub the port once the server answers: see
+# gpuportal_ready.py, loaded from this folder (also bound into container sessions).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+c.ServerApp.jpserver_extensions = {"gpuportal_ready": True}

@@ -139,7 +139,7 @@ def test_batch_script_has_only_rebuilt_values(tmp_path):
     assert "#SBATCH --cpus-per-task=8\n" in script and "#SBATCH --mem=48G\n" in script
     assert f"cp -rn {tmp_path}/tpl/. \"$HOME/templates/\"" in script
     assert 'ln -s /data "$HOME/data"' in script
-    assert "/bin/batchspawner-singleuser " in script
+    assert "/spawners/singleuser/launch.py " in script
 
 
 def test_a_slurm_refusal_is_a_400_with_slurms_message(monkeypatch):
