@@ -125,7 +125,9 @@ c.PortalSlurmSpawner.http_timeout = 120
 # Each server is polled this often, all of them from one shared squeue (2 slurmctld RPCs) per
 # interval: at 60 s and 50 servers, 2.4 RPCs per server-hour (bench/README.md).
 c.PortalSlurmSpawner.poll_interval = int(env("HUB_POLL_INTERVAL", "60"))
-c.PortalSlurmSpawner.queue_max_age = float(env("HUB_POLL_INTERVAL", "60"))
+# The portal's squeue comes every SLURM_POLL_SECONDS (60 s): accepting two cycles' age, the hub's routine
+# polls never ask Slurm themselves while the portal's cycle runs.
+c.PortalSlurmSpawner.queue_max_age = float(env("HUB_QUEUE_MAX_AGE", "120"))
 c.Spawner.default_url = "/lab"
 c.Spawner.args = [
     # Loopback on the local cluster; a real cluster's proxy reaches the node (HUB_SERVER_IP=0.0.0.0).

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "portal.extensions",
     "portal.launches",
     "portal.notifications",
+    "portal.reports",
 ]
 
 MIDDLEWARE = [
@@ -135,7 +136,9 @@ SLURM_BIN_DIR = env("SLURM_BIN_DIR", default="/usr/bin")
 # job-files helper as members of gpuportal-users, and nothing else (-n: fail, never prompt).
 SLURM_EXEC_PREFIX = env.list("SLURM_EXEC_PREFIX", default=["/usr/bin/sudo", "-n", "-u", "{username}", "--"])
 SLURM_TIMEOUT_SECONDS = env.float("SLURM_TIMEOUT_SECONDS", default=20.0)
-SLURM_POLL_SECONDS = env.float("SLURM_POLL_SECONDS", default=15.0)
+# The reconcile: jobs and sessions report their own transitions (portal/reports/), so the cycle only
+# catches the rest (kills, node failures, time limits). 4 slurmctld RPCs a cycle: 240 an hour.
+SLURM_POLL_SECONDS = env.float("SLURM_POLL_SECONDS", default=60.0)
 # A snapshot older than this many poll cycles is shown as stale.
 SLURM_STALE_AFTER_CYCLES = 3
 
@@ -313,6 +316,16 @@ EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpuportal@localhost")
 # The portal's address as users reach it, for links in mail.
 PORTAL_URL = env("PORTAL_URL", default="http://127.0.0.1:8000")
+
+# --- Reports (portal.reports): jobs and sessions report their own transitions ---
+# The portal's address as compute nodes reach it: job scripts POST to {this}/api/v1/reports/
+# (GPUPORTAL_URL in the job's environment, set at sbatch time with the job's own report token).
+PORTAL_URL_FOR_JOBS = env("PORTAL_URL_FOR_JOBS", default=PORTAL_URL)
+# After an `exited` report, accounting (sacct) is asked this often, at most this many times, until it
+# shows the job's final state (a job that just exited may still read RUNNING or COMPLETING); then the
+# poll cycle has it.
+REPORTS_SETTLE_SECONDS = env.float("REPORTS_SETTLE_SECONDS", default=0.5)
+REPORTS_SETTLE_ATTEMPTS = env.int("REPORTS_SETTLE_ATTEMPTS", default=8)
 
 # --- Batch jobs (portal.jobs) ---
 # One folder per template (template.toml + script.sh.j2); checked at startup.
