@@ -12,6 +12,7 @@ from portal.jobs import api as jobs_api
 from portal.launches import api as launches_api
 from portal.notifications import api as notifications_api
 from portal.policy import api as policy_api
+from portal.reports import api as reports_api
 from portal.servers import api as servers_api
 from portal.tensorboards import api as tensorboards_api
 
@@ -45,5 +46,6 @@ urlpatterns = [
     path("tensorboards/", tensorboards_api.TensorBoardListCreateApi.as_view(), name="tensorboards"),
     path("tensorboards/<id:board_id>/", tensorboards_api.TensorBoardDetailApi.as_view(),
          name="tensorboard-detail"),
+    path("reports/", reports_api.ReportApi.as_view(), name="reports"),
     *benchmarks_urlpatterns,
 ]

@@ -47,18 +47,23 @@ class Slurm:
         return parsing.parse_squeue(output, delimiter)
 
     def submit(self, *, script: str, user: str, comment: str,
-               secrets: Mapping[str, str] | None = None) -> str:
+               secrets: Mapping[str, str] | None = None,
+               environment: Mapping[str, str] | None = None) -> str:
         """`sbatch --parsable` as `user`, the script on stdin (its #SBATCH lines say the rest).
 
         The comment is repeated on the command line so that sacct's SubmitLine holds it even where
         accounting does not store comments (AccountingStoreFlags without job_comment).
         `secrets`: variables set only in sbatch's environment and exported to the job by name
         (`--export=NAMES`, nothing else of the submitter's environment): never in the script,
-        the command line or `scontrol show job`."""
+        the command line or `scontrol show job`.
+        `environment`: variables added to sbatch's environment, which hands them to the job with
+        the rest of it (a job's report token and the portal's address): never in the script or
+        on the command line either. Through sudo both pass by name (deploy/sudoers.d/gpuportal)."""
         args = ["--parsable", f"--comment={comment}"]
         if secrets:
-            args.append(f"--export={','.join(secrets)}")
-        output = self.runner.run("sbatch", args, as_user=user, stdin=script, secrets=secrets)
+            args.append(f"--export={','.join([*secrets, *(environment or {})])}")
+        output = self.runner.run("sbatch", args, as_user=user, stdin=script,
+                                 secrets={**(environment or {}), **(secrets or {})} or None)
         return output.strip().split(";", 1)[0]
 
     def cancel(self, *, job_id: str, user: str) -> None:

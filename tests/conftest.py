@@ -10,7 +10,12 @@ from portal.cluster.models import Node, Partition, PartitionGpu
 from slurm.adapter import Slurm
 from tests.chromium import browser, page  # noqa: F401 (one Chromium for every folder's tests)
 from tests.factories import UserFactory
-from tests.hub import hub, portal_hub, spawn_in_background  # noqa: F401 (one session hub for every folder's tests)
+from tests.hub import (  # noqa: F401 (one session hub for every folder's tests)
+    hub,
+    portal_hub,
+    settle_in_background,
+    spawn_in_background,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "ada": "ada-pw", "eve": "eve-pw"}

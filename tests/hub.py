@@ -146,8 +146,10 @@ def _stop_hubs_of_dead_runs(env: dict[str, str]) -> None:
 
 
 @pytest.fixture
-def portal_hub(hub, settings, transactional_db, slurm):
-    """The portal wired to the test hub, its OAuth application in place, a fresh cluster snapshot."""
+def portal_hub(hub, settings, transactional_db, slurm, settle_in_background):
+    """The portal wired to the test hub, its OAuth application in place, a fresh cluster snapshot.
+    Sessions' jobs report to this process's live server (the hub's PORTAL_URL), settled as a worker
+    would (`settle_in_background`)."""
     settings.JUPYTERHUB_URL = hub.url
     settings.JUPYTERHUB_API_URL = hub.api_url
     settings.JUPYTERHUB_API_TOKEN = hub.token
@@ -236,6 +238,42 @@ def spawn_in_background(monkeypatch):
         thread.start()
 
     monkeypatch.setattr(tasks.server_spawn, "delay", delay)
+    yield threads
+    for thread in threads:
+        thread.join(timeout=60)
+
+
+@pytest.fixture
+def settle_in_background(monkeypatch):
+    """What an `exited` report queues (portal.reports.tasks.report_settle) in a thread, after its
+    countdown and with its retries, as a Celery worker runs it. Run eagerly, inside the report's
+    request, it would ask sacct while the reporting job still waits for that answer, so accounting
+    could never be final yet. Returns the threads, to join."""
+    import threading
+
+    from django.db import connections
+
+    from portal.reports import tasks
+    from portal.reports.services import report_settle_attempt
+
+    threads: list[threading.Thread] = []
+
+    def run(kind: str, pk: int, countdown: float) -> None:
+        try:
+            for _ in range(django_settings.REPORTS_SETTLE_ATTEMPTS):
+                time.sleep(countdown)
+                if report_settle_attempt(kind=kind, pk=pk):
+                    return
+                countdown = django_settings.REPORTS_SETTLE_SECONDS
+        finally:
+            connections.close_all()
+
+    def apply_async(args, countdown=0, **kwargs):
+        thread = threading.Thread(target=run, args=(*args, countdown or 0), daemon=True)
+        threads.append(thread)
+        thread.start()
+
+    monkeypatch.setattr(tasks.report_settle, "apply_async", apply_async)
     yield threads
     for thread in threads:
         thread.join(timeout=60)

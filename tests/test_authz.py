@@ -250,6 +250,11 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/references/": [Row("GET", _fixed("/api/v1/references/"), A, API_ANY),
                            Row("POST", _fixed("/api/v1/references/"), A, API_ADMIN, body={"tool": "nope"})],
     "api/v1/usage/": [Row("GET", _fixed("/api/v1/usage/"), A, API_ANY)],
+    # Only a job's or a session's own report token (tests/reports): no user's token or login.
+    "api/v1/reports/": [Row("POST", _fixed("/api/v1/reports/"), A, dict.fromkeys(PRINCIPALS, 401),
+                            body={"event": "ready"}),
+                        Row("POST", _fixed("/api/v1/reports/"), P, dict.fromkeys(PRINCIPALS, 401),
+                            body={"event": "ready"})],
     # Public to anonymous clients; a revoked token presented is still refused.
     "api/schema/": [Row("GET", _fixed("/api/schema/"), A, {**PUBLIC, "revoked": 401,
                                                                  "deprovisioned": 401})],

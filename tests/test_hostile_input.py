@@ -5,10 +5,12 @@ import json
 import shlex
 
 import pytest
+from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job
+from portal.reports.tokens import report_token
 from tests.factories import JobFactory, UserFactory
 from tests.hostile_corpus import CORPUS, STRINGS, nested
 
@@ -90,6 +92,32 @@ def test_session_options(token_client, field, value):
     result = _json_error(response)
     if response.status_code != 202:
         assert response.status_code == 400 and field in result["fields"], result
+
+
+@pytest.mark.parametrize("field", ["event", "node", "exit_code"])
+@pytest.mark.parametrize("value", CORPUS, ids=repr)
+def test_report_fields(field, value):
+    """What a job reports about itself (POST /api/v1/reports/, with its own report token)."""
+    job = JobFactory(state="PENDING", node_list="")
+    body = {"event": {"event": value}, "node": {"event": "started", "node": value},
+            "exit_code": {"event": "exited", "exit_code": value}}[field]
+    client = APIClient()
+    response = _post(client, "/api/v1/reports/", body,
+                     HTTP_AUTHORIZATION=f"Report {report_token('job', job.pk)}")
+    result = _json_error(response)
+    if response.status_code != 202:
+        assert response.status_code == 400 and field in result["fields"], result
+
+
+@pytest.mark.parametrize("body", [nested(100_000), nested(33), "{" * 50_000,
+                                  '{"event": "ready"' + " " * (2 << 20) + "}", b"\xff\xfe{}", "[]", "null",
+                                  '"text"', "1e999999", "NaN"])
+def test_report_bodies(body):
+    client = APIClient()
+    response = client.post("/api/v1/reports/", body, content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Report {report_token('job', JobFactory().pk)}")
+    assert response.status_code in (400, 413), (response.status_code, response.content[:200])
+    assert response["Content-Type"].startswith("application/json")
 
 
 @pytest.mark.parametrize(("query", "field"), [

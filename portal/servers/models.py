@@ -8,7 +8,9 @@ class NotebookServer(models.Model):
 
     Its live state (queued, starting, ready) comes from the hub and the last Slurm poll. Timing:
     created_at (submitted), hub_accepted_at, started_at (Slurm runs it), ready_at, first_connect_at
-    (the first Open through the portal), ended_at, and Slurm's pending reasons over time.
+    (the first Open through the portal), ended_at, and Slurm's pending reasons over time. Its job
+    reports started (with its node), ready and exited itself (portal.reports); the hub and the poll
+    fill in what a report missed.
     """
 
     class EndReason(models.TextChoices):
@@ -47,6 +49,8 @@ class NotebookServer(models.Model):
     spawn_attempted_at = models.DateTimeField(null=True, blank=True)
     hub_accepted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True, help_text="When Slurm started its job")
+    node = models.CharField(max_length=64, blank=True,
+                            help_text="The node its job reported running on (portal.reports)")
     ready_at = models.DateTimeField(null=True, blank=True, help_text="When JupyterLab answered")
     first_connect_at = models.DateTimeField(null=True, blank=True)
     pending_reasons = models.JSONField(default=list, blank=True,

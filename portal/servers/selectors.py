@@ -141,7 +141,9 @@ def _card(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, now:
     active = row.ended_at is None
     job_running = job is not None and job.state == "RUNNING"
     hub_running = hub is not None and hub.slurm_state == "RUNNING"
-    node = (job.nodes if job_running else hub.slurm_detail if hub_running else "") if active else ""
+    # The node its job reported (portal.reports) once it did; before that, the poll's or the hub's.
+    node = (row.node or (job.nodes if job_running else hub.slurm_detail if hub_running else "")
+            if active else "")
     if active and job_running and job.end_time:
         time_left = _whole(job.end_time - now)
     elif active and (hub_running or job_running) and row.started_at:

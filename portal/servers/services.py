@@ -18,6 +18,7 @@ from portal.cluster.models import SlurmJob
 from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.published import file_publish
+from portal.core.report_tokens import report_token
 from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
@@ -63,12 +64,18 @@ class ServerOptions:
     nodes: int
     environment: Environment | None = None
     profile: str = ""
+    server_id: int | None = None  # the record's, once stored: its job's report token names it
 
     def hub_options(self) -> dict[str, Any]:
         """The user_options the hub gets. It has no database: the environment's kernel and prefix
-        travel with its name, and the spawner checks their shape (spawners/slurm_spawner.py)."""
+        travel with its name, and the spawner checks their shape (spawners/slurm_spawner.py).
+
+        `report_token` lets the server's job report its own transitions (portal.reports); the
+        spawner hands it to the job in its environment and keeps it out of the options it stores."""
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
                                    "nodes": self.nodes}
+        if self.server_id is not None:
+            options["report_token"] = report_token("session", self.server_id)
         if self.profile:
             options["profile"] = self.profile
         if self.environment is not None and self.environment.kind == Environment.Kind.CONTAINER:
@@ -193,7 +200,7 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         return
     options = ServerOptions(name=server.name, partition=server.partition, gpus=server.gpus,
                             hours=server.hours, nodes=server.nodes, environment=environment,
-                            profile=server.profile)
+                            profile=server.profile, server_id=server.pk)
     try:
         # A retry after an answer that was lost: the hub has it already.
         if server.name not in hub.servers(username):
@@ -318,8 +325,14 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
     now = timezone.now()
     active = {s.name: s for s in NotebookServer.objects.select_for_update().filter(
         user=user, ended_at__isnull=True)}
+    # A job that reported its own exit (portal.reports) ended its record before the hub noticed:
+    # the hub still lists it for a while, and that is not a server started at the hub.
+    ended_jobs = set(NotebookServer.objects.filter(
+        user=user, ended_at__isnull=False,
+        job_id__in=[s.job_id for name, s in hub_servers.items() if s.job_id and name not in active],
+    ).values_list("job_id", flat=True))
     for name, hub_server in hub_servers.items():
-        if name not in active:
+        if name not in active and hub_server.job_id not in ended_jobs:
             options = hub_server.user_options
             active[name] = NotebookServer.objects.create(
                 user=user, name=name, partition=str(options.get("partition", "")),
@@ -411,11 +424,51 @@ def servers_apply_accounting(*, servers: list[NotebookServer], rows: list[Accoun
     ended = 0
     for server in servers:
         row = by_id.get(server.job_id)
-        if row is None or row.end_time is None or row.base_state in ("PENDING", "RUNNING", "REQUEUED"):
+        if row is None or not _accounting_final(row):
             continue
         ended += NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
             ended_at=row.end_time, end_reason=_end_reason(server, row))
     return ended
+
+
+def _accounting_final(row: AccountedJob) -> bool:
+    return row.end_time is not None and row.base_state not in ("PENDING", "RUNNING", "REQUEUED")
+
+
+# What a server's `exited` report ends it with (portal.reports), before Slurm's record is final.
+REPORTED_END_REASONS = (NotebookServer.EndReason.STOPPED, NotebookServer.EndReason.ENDED)
+
+
+def server_end_refine(*, server: NotebookServer, row: AccountedJob) -> bool:
+    """A server whose job reported its exit was ended then, at the portal's clock, as stopped or
+    ended. Slurm's record, once final, gives the time and the reason (time limit, idle culler), as
+    `servers_apply_accounting` does for the servers the poll finds gone. Only if nothing changed
+    the record meanwhile. False while the record is not final yet."""
+    if not _accounting_final(row):
+        return False
+    NotebookServer.objects.filter(pk=server.pk, ended_at=server.ended_at, end_reason=server.end_reason,
+                                  end_reason__in=REPORTED_END_REASONS).update(
+        ended_at=row.end_time, end_reason=_end_reason(server, row))
+    return True
+
+
+def server_job_id_from_hub(*, server: NotebookServer, hub: JupyterHub | None = None) -> str:
+    """The Slurm job id of a server whose job reported its exit before the portal learned the id
+    (a server that failed as it started, between two polls): from the hub, which lists it until it
+    notices. Recorded on the ended record, so that `servers_sync` does not adopt the hub's entry as
+    a new server and accounting can be asked how it ended. Empty when the hub no longer lists it,
+    or lists an active server of the same name. Raises HubError when the hub does not answer."""
+    if server.job_id:
+        return server.job_id
+    same_name = NotebookServer.objects.filter(user_id=server.user_id, name=server.name, ended_at__isnull=True)
+    if same_name.exists():
+        return ""
+    hub = hub or JupyterHub.from_settings()
+    listed = hub.servers(server.user.username).get(server.name)
+    if listed is None or not listed.job_id:
+        return ""
+    NotebookServer.objects.filter(pk=server.pk, job_id="").update(job_id=listed.job_id)
+    return listed.job_id
 
 
 def _end_reason(server: NotebookServer, row: AccountedJob) -> str:

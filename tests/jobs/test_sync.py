@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
+from portal.core.report_tokens import report_token_read
 from portal.jobs.models import Job, JobState
 from portal.jobs.services.sync import slurm_state_map
 from portal.poll.cycle import queue_follow
@@ -63,6 +64,7 @@ class FakeSlurm:
     error: Exception | None = None
     calls: list = field(default_factory=list)
     submitted: list = field(default_factory=list)
+    environments: list = field(default_factory=list)
 
     def accounting(self, **kwargs):
         self.calls.append(("sacct", kwargs))
@@ -70,8 +72,9 @@ class FakeSlurm:
             raise self.error
         return Parsed(rows=self.accounting_rows)
 
-    def submit(self, *, script, user, comment):
+    def submit(self, *, script, user, comment, environment=None):
         self.submitted.append(comment)
+        self.environments.append(environment)
         return "777"
 
 
@@ -176,6 +179,10 @@ def test_waiting_job_unknown_to_slurm_is_resubmitted_once():
     job.refresh_from_db()
     assert report.resubmitted == 1 and fake.submitted == [job.slurm_comment]
     assert (job.state, job.slurm_job_id, job.submit_attempts) == (JobState.PENDING, "777", 1)
+    # Its report token goes in sbatch's environment, for this job only, never in the script.
+    [environment] = fake.environments
+    assert report_token_read(environment["GPUPORTAL_REPORT_TOKEN"]) == ("job", job.pk)
+    assert environment["GPUPORTAL_REPORT_TOKEN"] not in job.script
     # The next cycle does not submit it again.
     jobs_sync(queue=[], slurm=fake, queried_at=NOW)
     assert fake.submitted == [job.slurm_comment]

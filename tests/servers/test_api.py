@@ -7,6 +7,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
 from portal.accounts.oauth import hub_oauth_application_ensure
+from portal.core.report_tokens import report_token_read
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from portal.servers.services import (
@@ -84,7 +85,12 @@ def test_start_rebuilds_options_and_shows_the_server_starting(token_client, hub)
     response = token_client.post(URL, {"name": "work", "gpus": 2}, format="json")
     assert response.status_code == 202, response.json()
     assert response.json()["state"] == "starting"
-    assert hub.started == [{"partition": "gpu", "gpus": 2, "hours": 8.0, "nodes": 1}]
+    [options] = hub.started
+    # The session's own report token (portal.reports) travels with the options, for this one server.
+    server = NotebookServer.objects.get(name="work")
+    assert report_token_read(options.pop("report_token")) == ("session", server.pk)
+    assert options == {"partition": "gpu", "gpus": 2, "hours": 8.0, "nodes": 1}
+    assert "report_token" not in response.content.decode()
 
 
 def test_default_time_on_a_limited_partition_is_its_limit(token_client, hub):
@@ -253,6 +259,23 @@ def test_servers_started_at_the_hub_are_adopted(user):
         user_options={"partition": "gpu", "gpus": 2, "hours": 1.0, "nodes": 1}, job_id="77")})
     server = NotebookServer.objects.get(user=user, name="direct")
     assert (server.gpus, server.job_id) == (2, "77")
+
+
+def test_a_server_whose_job_reported_its_exit_is_not_adopted_again(user):
+    """The job ended its record (portal.reports) before the hub noticed: the hub still lists it."""
+    ended = NotebookServerFactory(user=user, name="gone", job_id="78", ended_at=timezone.now(),
+                                  end_reason=NotebookServer.EndReason.ENDED)
+    servers_sync(user=user, hub_servers={"gone": HubServer(
+        name="gone", ready=True, pending=None, url="/user/alice/gone/", last_activity=None,
+        user_options={"partition": "gpu", "gpus": 1, "hours": 1.0, "nodes": 1}, job_id="78")})
+    assert list(NotebookServer.objects.filter(user=user)) == [ended]
+
+
+def test_the_hubs_view_never_keeps_a_report_token():
+    from portal.servers.hub import _server
+
+    server = _server("s", {"user_options": {"gpus": 1, "report_token": "session:1:x"}, "ready": True})
+    assert server.user_options == {"gpus": 1}
 
 
 def test_page_shows_cards_and_form_errors(client, user, hub):

@@ -5,10 +5,11 @@ import os
 from pathlib import Path
 
 import pytest
-from django.conf import settings
+from django.test import Client
 from rest_framework.test import APIClient
 
 from portal.jobs.models import Job
+from portal.reports.tokens import report_token
 from portal.servers.services import server_start, server_stop
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
@@ -36,7 +37,8 @@ def _logs() -> list[tuple[Path, str]]:
     return [(path, path.read_text(errors="replace")) for path in files]
 
 
-def test_secrets_appear_nowhere(portal_hub, live_server):
+def test_secrets_appear_nowhere(portal_hub, live_server, settings):
+    settings.PORTAL_URL_FOR_JOBS = live_server.url  # the job reports to this portal, with its token
     api = APIClient()
     response = api.post("/api/v1/tokens/", {"username": "alice", "password": DEMO_PASSWORDS["alice"]},
                         format="json")
@@ -45,21 +47,29 @@ def test_secrets_appear_nowhere(portal_hub, live_server):
     job = api.post("/api/v1/jobs/", {"template": "custom", "parameters": {
         "commands": "env | sort; echo done", "gpus": 0, "time_limit": 5}}, format="json").json()
     alice = UserFactory(username="alice")
-    server_start(user=alice, name="secretless", gpus=0, hours=1)
+    server = server_start(user=alice, name="secretless", gpus=0, hours=1)
     ready_server(portal_hub, "alice", "secretless")
 
     secrets = {
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,
         "the user's API token": key,
         "alice's password": DEMO_PASSWORDS["alice"],
+        # In sbatch's environment and the hub's options only (portal.reports).
+        "the job's report token": report_token("job", job["id"]),
+        "the session's report token": report_token("session", server.pk),
         **{name: value for name, value in portal_hub.env.items()
            if name.endswith(("_TOKEN", "_SECRET", "_KEY")) and len(value) >= 16},
     }
     responses = "\n".join(api.get(path).content.decode() for path in (
         "/api/v1/me/", "/api/v1/tokens/", "/api/v1/jobs/", f"/api/v1/jobs/{job['id']}/",
         f"/api/v1/jobs/{job['id']}/log/", "/api/v1/sessions/", "/api/v1/cluster/", "/api/v1/templates/"))
+    browser = Client()
+    browser.force_login(alice)
+    pages = "\n".join(browser.get(path).content.decode() for path in (
+        "/servers/", "/servers/cards/", "/jobs/", f"/jobs/{job['id']}/"))
     places = {
         "process argv": "\n".join(_argv_of_every_process()),
+        "pages": pages,
         "rendered scripts": "\n".join(Job.objects.values_list("script", flat=True)),
         "API responses": responses,
         **{f"log {path}": text for path, text in _logs()},

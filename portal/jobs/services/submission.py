@@ -26,6 +26,7 @@ from portal.accounts.models import User
 from portal.cluster.models import PollStatus
 from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
+from portal.core.report_tokens import report_token
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from slurm.adapter import Slurm
@@ -134,7 +135,8 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
         # (os.path.isdir is False there, where Path.is_dir would raise PermissionError).
         if not os.path.isdir(job.output_dir):  # noqa: PTH112
             job_output_dir_create(user=username)
-        slurm_job_id = slurm.submit(script=job.script, user=username, comment=job.slurm_comment)
+        slurm_job_id = slurm.submit(script=job.script, user=username, comment=job.slurm_comment,
+                                    environment=job_report_environment(job=job))
     except SlurmUnreachable as error:
         waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
                        next_attempt_at=timezone.now() + timedelta(seconds=settings.JOBS_RETRY_SECONDS))
@@ -149,6 +151,13 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
             _cancel_quietly(slurm, slurm_job_id, username)
     job.refresh_from_db()
     return job
+
+
+def job_report_environment(*, job: Job) -> dict[str, str]:
+    """What the job's script needs to report its own transitions (templates/jobs/_common/report.sh):
+    a token for this job alone and the portal's address. In sbatch's environment, never the script."""
+    return {"GPUPORTAL_REPORT_TOKEN": report_token("job", job.pk),
+            "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/")}
 
 
 def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
