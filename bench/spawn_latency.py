@@ -130,9 +130,12 @@ def main() -> None:
             # Alternate which goes first, so neither always meets a warmer cluster.
             for name in (("ours", "stock") if n % 2 == 0 else ("stock", "ours")):
                 singles[name].append(single(envs[name], f"single-{n}", SINGLE[name]))
+                print(f"single {n} {name}: {singles[name][-1]:.2f} s", flush=True)
         for n in range(args.burst_rounds):
             for name in (("ours", "stock") if n % 2 == 0 else ("stock", "ours")):
                 bursts[name].append(burst(envs[name], f"burst{n}", args.burst, CPU_ONLY[name]))
+                print(f"burst {n} {name}: {bursts[name][-1][0]:.2f} s, {bursts[name][-1][1]:.1f} RPCs/spawn",
+                      flush=True)
     finally:
         for env in envs.values():
             subprocess.run([ROOT / "spawners/hub.sh", "stop"], env=env, check=False)

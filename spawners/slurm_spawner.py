@@ -568,7 +568,8 @@ set -euo pipefail
             return ""
         return "\n".join([
             REPORT_SH.read_text(),
-            'gpuportal_report "{\\"event\\":\\"started\\",\\"node\\":\\"$(hostname)\\"}" &',
+            'GPUPORTAL_NODE=${SLURMD_NODENAME:-$(hostname)}',
+            'gpuportal_report "{\\"event\\":\\"started\\",\\"node\\":\\"$GPUPORTAL_NODE\\"}" &',
             'trap \'gpuportal_report "{\\"event\\":\\"exited\\",\\"exit_code\\":$?}"\' EXIT',
             "trap 'exit 143' TERM",
         ])
@@ -621,6 +622,20 @@ set -euo pipefail
     async def cancel_batch_job(self) -> None:
         await super().cancel_batch_job()
         self._fresh_after = time.monotonic()
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        if self.job_id and self._fresh_after > -math.inf:
+            # Wall clock, to outlive the hub: see load_state.
+            state["fresh_after"] = time.time() - (time.monotonic() - self._fresh_after)
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """A restarted hub must not take a job missing from a snapshot older than its submission (the
+        portal's last squeue, say) for a job that is gone."""
+        super().load_state(state)
+        if isinstance(state.get("fresh_after"), int | float):
+            self._fresh_after = time.monotonic() - (time.time() - state["fresh_after"])
 
     async def query_job_status(self) -> JobStatus:
         if not self.job_id:

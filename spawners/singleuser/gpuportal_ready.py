@@ -46,7 +46,7 @@ async def announce(serverapp: object, port: int) -> None:
     log = serverapp.log
     hub_api = os.environ["JUPYTERHUB_API_URL"].rstrip("/")
     await _post(f"{hub_api}/batchspawner", f"token {os.environ['JUPYTERHUB_API_TOKEN']}",
-                {"port": port, "node": socket.gethostname()}, log)
+                {"port": port, "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname()}, log)
     portal, token = os.environ.get("GPUPORTAL_URL"), os.environ.get("GPUPORTAL_REPORT_TOKEN")
     if portal and token:
         await _post(f"{portal.rstrip('/')}/api/v1/reports/", f"Report {token}", {"event": "ready"}, log)
