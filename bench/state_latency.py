@@ -87,11 +87,11 @@ def main() -> None:
         _request("DELETE", f"/api/v1/tokens/{token['id']}/", key)
     print(f"Slurm transition -> visible in GET /api/v1/jobs/{{id}}/, {args.jobs} jobs (seconds; sacct's "
           "times are whole seconds)")
-    print(f"{'':<34} {'p50':>6} {'p95':>6} {'max':>6}")
+    print(f"{'':<38} {'p50':>6} {'p95':>6} {'max':>6}")
     for transition, label in (("RUNNING", "started"), ("END", "ended")):
         for name, values in (("reports (ours)", pushed[transition]),
                              ("reconcile alone (next cycle)", polled[transition])):
-            print(f"{label + ', ' + name:<34} {percentile(values, 50):>6.1f} {percentile(values, 95):>6.1f} "
+            print(f"{label + ', ' + name:<38} {percentile(values, 50):>6.1f} {percentile(values, 95):>6.1f} "
                   f"{max(values):>6.1f}")
     print(f"poll cycle every {_cycle_seconds(cycle_times):.0f} s ({len(cycle_times)} cycles seen)")
 
