@@ -67,7 +67,8 @@ def main() -> None:
           f"{args.window:.0f} s windows")
     print(f"{'':<32} {'per hour':>9} {'extra per server-hour':>22}")
     print(f"{'no server running':<32} {idle:>9.0f} {'':>22}")
-    print(f"{f'ours, {args.servers} servers running':<32} {ours:>9.0f} {(ours - idle) / args.servers:>22.1f}")
+    print(f"{f'ours, {args.servers} servers running':<32} {ours:>9.0f} "
+          f"{(ours - idle) / args.servers + 0.0:>22.1f}")
     print(f"{f'stock, {args.stock_servers} servers running':<32} {stock:>9.0f} "
           f"{(stock - idle) / args.stock_servers:>22.1f}")
 
