@@ -129,10 +129,11 @@ def _state(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, *, 
         return "stopping"
     if hub.ready:
         return "ready"
-    # The spawner's view is seconds old at most; the poll's up to a cycle.
-    if hub.slurm_state == "PENDING" or (not hub.slurm_state and job is not None and job.state == "PENDING"):
-        return "queued"
-    return "starting"
+    # The spawner's view is seconds old at most, the poll's up to a cycle; the job's own `started`
+    # report (started_at) is newer than either.
+    pending = hub.slurm_state == "PENDING" or (not hub.slurm_state and job is not None
+                                               and job.state == "PENDING")
+    return "queued" if pending and row.started_at is None else "starting"
 
 
 def _card(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, now: datetime,

@@ -138,12 +138,25 @@ def _queued_then_ready(blocker):
         assert (page.input_value("#id_gpus"), page.input_value("#id_hours")) == ("4", "1.0")
         page.click("#start")
         page.evaluate("window.notReloaded = true")  # gone if the page reloads
+        # The session's state as the API gives it, every 0.2 s, from this same page: "starting" (the
+        # job reported it runs, JupyterLab not up yet) lasts about as long as the cards' 2 s refresh.
+        page.evaluate("""window.apiStates = [];
+            (async function watch() {
+              const answer = await fetch("/api/v1/sessions/profiled/", {credentials: "same-origin"});
+              if (answer.ok) window.apiStates.push((await answer.json()).state);
+              if (window.apiStates.at(-1) !== "ready") setTimeout(watch, 200);
+            })();""")
         card = page.locator('#active-cards [data-server="profiled"]')
         page.wait_for_selector('#active-cards [data-server="profiled"][data-state="queued"]', timeout=30000)
         assert "queued: Resources" in card.inner_text()
         page.screenshot(path=ARTIFACTS / "servers-queued.png", full_page=True)
         subprocess.run(["scancel", blocker], check=True)
         page.wait_for_selector('#active-cards [data-server="profiled"][data-state="ready"]', timeout=90000)
+        page.wait_for_function("window.apiStates.at(-1) === 'ready'")
+        seen = page.evaluate("window.apiStates")
+        after_queued = seen[seen.index("queued"):]
+        assert [s for i, s in enumerate(after_queued) if i == 0 or s != after_queued[i - 1]] == [
+            "queued", "starting", "ready"], seen
         assert card.locator("[data-node]").inner_text() in gpu_nodes()
         assert "left" in card.inner_text() and "profile four-gpus" in card.inner_text()
         assert page.evaluate("window.notReloaded") is True
