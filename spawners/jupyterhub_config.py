@@ -105,7 +105,7 @@ c.PortalSlurmSpawner.slurm_bin_dir = env("SLURM_BIN_DIR", "/usr/bin")
 # batchspawner hands the server its token that way). -n: fail at once, never ask for a password.
 c.PortalSlurmSpawner.exec_prefix = env("HUB_EXEC_PREFIX", "/usr/bin/sudo -E -n -u {username} --")
 # The address the proxy routes a server to: fixed loopback on the local cluster (its nodes share this
-# host); empty on a real cluster, where the proxy goes to the address the server's callback came from.
+# host); empty on a real cluster, where the proxy goes to the node the server's callback came from.
 c.PortalSlurmSpawner.state_exechost_exp = env("HUB_EXEC_HOST", "127.0.0.1")
 c.PortalSlurmSpawner.templates_dir = env("HUB_TEMPLATES_DIR", "/var/lib/gpuportal/notebook-templates")
 c.PortalSlurmSpawner.data_dir = env("GPUPORTAL_DATA_DIR", "/data")

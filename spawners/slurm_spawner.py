@@ -489,6 +489,7 @@ set -euo pipefail
         self._fresh_after = -math.inf
         self._busy = False
         self._port_posted = asyncio.Event()
+        self._posted_node = ""
         self._posted_from = ""
 
     # --- options -------------------------------------------------------------------------------
@@ -684,17 +685,31 @@ set -euo pipefail
                         message = f"Slurm job {self.job_id} ended before its server answered."
                         self.clear_state()
                         raise RuntimeError(message) from None
-            # The proxy goes where the server posted from, unless the site fixes the address.
-            self.ip = self.state_exechost_exp or self._posted_from
+            self.ip = self.state_exechost_exp or await self._node_address()
             self.db.commit()
             self.log.info("Server job %s answers at %s:%s", self.job_id, self.ip, self.port)
             return self.ip, self.port
         finally:
             self._busy = False
 
+    async def _node_address(self) -> str:
+        """Where the proxy reaches the server: the node's name, as squeue would give it, when that name
+        resolves to the address the callback came from; otherwise that address. So a job cannot send
+        the proxy to a host it does not run on."""
+        node, address = self._posted_node, self._posted_from
+        if node:
+            try:
+                found = await asyncio.get_running_loop().getaddrinfo(node, None)
+            except OSError:
+                found = []
+            if address in {entry[4][0] for entry in found}:
+                return node
+        return address
+
     def port_posted(self, port: int, node: str, remote_ip: str) -> None:
         """The server's launcher posted its port (PortOnlyAPIHandler): the job runs on `node`."""
         self.port = port
+        self._posted_node = node
         self._posted_from = remote_ip
         self.job_status = f"RUNNING {node}"
         self.queue_reason = ""

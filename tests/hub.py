@@ -193,7 +193,7 @@ def job_env(job_id: str, name: str) -> set[str]:
     for line in lines:
         try:
             environ = Path(f"/proc/{line.split()[0]}/environ").read_bytes().split(b"\0")
-        except (FileNotFoundError, PermissionError):
+        except OSError:  # ended meanwhile (a report's curl, say) or not ours to read
             continue
         prefix = f"{name}=".encode()
         values |= {item[len(prefix):].decode() for item in environ if item.startswith(prefix)}
