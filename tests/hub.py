@@ -213,34 +213,41 @@ def squeue_state(job_id: str) -> str:
     return out.stdout.strip()
 
 
-@pytest.fixture
-def spawn_in_background(monkeypatch):
-    """The hub call in a thread, as a Celery worker would run it (tests run tasks eagerly, inside the
-    request): the start's answer does not wait for the hub. Returns the threads, to join."""
+def _in_threads(monkeypatch, task, method: str, run):
+    """Replace `task.<method>` (delay, apply_async) with a thread running `run`, as a Celery worker
+    would, its database connections closed after; yields the threads and joins them at the end."""
     import threading
 
     from django.db import connections
 
-    from portal.servers import tasks
-    from portal.servers.services import server_spawn
-
     threads: list[threading.Thread] = []
 
-    def run(server_id: int) -> None:
-        try:
-            server_spawn(server_id=server_id)
-        finally:
-            connections.close_all()
+    def queued(*args, **kwargs) -> None:
+        def work() -> None:
+            try:
+                run(*args, **kwargs)
+            finally:
+                connections.close_all()
 
-    def delay(server_id: int) -> None:
-        thread = threading.Thread(target=run, args=(server_id,), daemon=True)
+        thread = threading.Thread(target=work, daemon=True)
         threads.append(thread)
         thread.start()
 
-    monkeypatch.setattr(tasks.server_spawn, "delay", delay)
+    monkeypatch.setattr(task, method, queued)
     yield threads
     for thread in threads:
         thread.join(timeout=60)
+
+
+@pytest.fixture
+def spawn_in_background(monkeypatch):
+    """The hub call in a thread, as a Celery worker would run it (tests run tasks eagerly, inside the
+    request): the start's answer does not wait for the hub. Returns the threads, to join."""
+    from portal.servers import tasks
+    from portal.servers.services import server_spawn
+
+    yield from _in_threads(monkeypatch, tasks.server_spawn, "delay",
+                           lambda server_id: server_spawn(server_id=server_id))
 
 
 @pytest.fixture
@@ -249,31 +256,16 @@ def settle_in_background(monkeypatch):
     countdown and with its retries, as a Celery worker runs it. Run eagerly, inside the report's
     request, it would ask sacct while the reporting job still waits for that answer, so accounting
     could never be final yet. Returns the threads, to join."""
-    import threading
-
-    from django.db import connections
-
     from portal.reports import tasks
     from portal.reports.services import report_settle_attempt
 
-    threads: list[threading.Thread] = []
+    def settle(args, countdown=0, **kwargs) -> None:
+        kind, pk = args
+        countdown = countdown or 0
+        for _ in range(django_settings.REPORTS_SETTLE_ATTEMPTS):
+            time.sleep(countdown)
+            if report_settle_attempt(kind=kind, pk=pk):
+                return
+            countdown = django_settings.REPORTS_SETTLE_SECONDS
 
-    def run(kind: str, pk: int, countdown: float) -> None:
-        try:
-            for _ in range(django_settings.REPORTS_SETTLE_ATTEMPTS):
-                time.sleep(countdown)
-                if report_settle_attempt(kind=kind, pk=pk):
-                    return
-                countdown = django_settings.REPORTS_SETTLE_SECONDS
-        finally:
-            connections.close_all()
-
-    def apply_async(args, countdown=0, **kwargs):
-        thread = threading.Thread(target=run, args=(*args, countdown or 0), daemon=True)
-        threads.append(thread)
-        thread.start()
-
-    monkeypatch.setattr(tasks.report_settle, "apply_async", apply_async)
-    yield threads
-    for thread in threads:
-        thread.join(timeout=60)
+    yield from _in_threads(monkeypatch, tasks.report_settle, "apply_async", settle)

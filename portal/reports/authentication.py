@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from portal.core.errors import NotAuthenticated
-from portal.reports.tokens import ReportKind, report_token_read
+from portal.core.report_tokens import ReportKind, report_token_read
 
 
 @dataclass(frozen=True)

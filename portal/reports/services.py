@@ -19,9 +19,9 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from portal.core.report_tokens import ReportKind
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting
-from portal.reports.tokens import ReportKind
 from portal.servers.hub import HubError
 from portal.servers.models import NotebookServer
 from portal.servers.services import REPORTED_END_REASONS, server_end_refine, server_job_id_from_hub

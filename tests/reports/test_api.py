@@ -9,8 +9,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
+from portal.core.report_tokens import report_token
 from portal.jobs.models import JobState
-from portal.reports.tokens import report_token
 from portal.servers.models import NotebookServer
 from slurm.adapter import Slurm
 from slurm.errors import SlurmUnreachable

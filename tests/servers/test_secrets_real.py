@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from portal.core.report_tokens import report_token
 from portal.jobs.models import Job
-from portal.reports.tokens import report_token
 from portal.servers.services import server_start, server_stop
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
