@@ -50,7 +50,7 @@ stop_pid() {  # pidfile: TERM its process group, wait, then KILL
 
 wait_http() {  # url, pidfile: until it answers at all, or the process is gone
   for _ in $(seq 150); do
-    curl -s -o /dev/null "$1" && return 0
+    curl -s --max-time 2 -o /dev/null "$1" && return 0
     running "$2" || break
     sleep 0.2
   done
@@ -131,6 +131,8 @@ start() {
     echo $! >"$HUB_STATE_DIR/hub.pid"
   fi
   wait_http "http://127.0.0.1:$HUB_PORT/hub/api/" "$HUB_STATE_DIR/hub.pid"
+  # Through the proxy's public port: a proxy that cannot bind it logs EADDRINUSE and lives on.
+  wait_http "http://127.0.0.1:$HUB_PROXY_PORT/hub/api/" "$HUB_STATE_DIR/proxy.pid"
   if ! running "$HUB_STATE_DIR/culler.pid"; then
     (export JUPYTERHUB_API_TOKEN="$HUB_CULLER_TOKEN" JUPYTERHUB_API_URL="http://127.0.0.1:$HUB_PORT/hub/api"
       as_hub "$HUB_LOG_DIR/culler.log" setsid "$VENV_BIN/python" -m jupyterhub_idle_culler \

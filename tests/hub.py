@@ -7,7 +7,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -20,26 +19,16 @@ from django.conf import settings as django_settings
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.servers.hub import JupyterHub
 from tests.poll_helpers import slurm_poll
+from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 HUB_SH = ROOT / "spawners/hub.sh"
 CULL_TIMEOUT = 60
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 # Each test run has a hub of its own (ports, state), so runs side by side never stop each other's.
 STATE_PREFIX = "gpuportal-test-hub-"
 STATE_DIR = Path(f"/tmp/{STATE_PREFIX}{os.getpid()}")
-HUB_PORT, PROXY_PORT, PROXY_API_PORT = _free_ports(3)
 
 
 @dataclass
@@ -99,11 +88,12 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.3):
 
 @pytest.fixture(scope="session")
 def hub(live_server):
+    hub_port, proxy_port, proxy_api_port = free_ports(3)
     env = {
         **os.environ,
         "HUB_STATE_DIR": str(STATE_DIR),
-        "HUB_PORT": str(HUB_PORT), "HUB_PROXY_PORT": str(PROXY_PORT),
-        "HUB_PROXY_API_PORT": str(PROXY_API_PORT),
+        "HUB_PORT": str(hub_port), "HUB_PROXY_PORT": str(proxy_port),
+        "HUB_PROXY_API_PORT": str(proxy_api_port),
         "PORTAL_URL": live_server.url,
         "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
         "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
@@ -122,7 +112,7 @@ def hub(live_server):
         "GPUPORTAL_POLICY_FILE": django_settings.POLICY_FILE,
         "GPUPORTAL_QUEUE_FILE": django_settings.SERVERS_QUEUE_FILE,
     }
-    hub = Hub(url=f"http://127.0.0.1:{PROXY_PORT}", api_url=f"http://127.0.0.1:{HUB_PORT}/hub/api",
+    hub = Hub(url=f"http://127.0.0.1:{proxy_port}", api_url=f"http://127.0.0.1:{hub_port}/hub/api",
               env=env)
     _stop_hubs_of_dead_runs(env)
     shutil.rmtree(STATE_DIR, ignore_errors=True)

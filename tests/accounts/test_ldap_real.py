@@ -1,10 +1,9 @@
 """The LDAP adapter against the real slapd that `make test` starts."""
 
-import socket
-
 import pytest
 
 from portal.accounts import ldap
+from tests.ports import free_port
 
 
 def test_alice_binds_and_gets_attributes_and_groups():
@@ -35,14 +34,8 @@ def test_refused(username, password):
         ldap.authenticate(username, password)
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_directory_down_is_unavailable_not_invalid(settings):
-    settings.LDAP_URI = f"ldap://127.0.0.1:{_closed_port()}"
+    settings.LDAP_URI = f"ldap://127.0.0.1:{free_port()}"
     settings.LDAP_TIMEOUT_SECONDS = 1
     with pytest.raises(ldap.DirectoryUnavailable):
         ldap.authenticate("alice", "alice-pw")

@@ -2,7 +2,6 @@
 through the jobs API as alice and followed with the poll cycle like any job."""
 
 import re
-import socket
 import subprocess
 
 import pytest
@@ -11,18 +10,12 @@ from portal.jobs.models import TERMINAL_STATES, JobState
 from tests.cluster.shape import gpu_nodes
 from tests.environments.conftest import environment, needs_real_envs
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 (fixtures)
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, needs_real_envs,
               pytest.mark.usefixtures("polled", "cleanup_jobs")]
 
 SMOKE_LINE = re.compile(r"^\[smoke\] rank (\d+) of (\d+) on (\S+): .* params (\S+) \(torch ", re.M)
-
-
-def _free_port() -> int:
-    """A rendezvous port nobody listens on: all nodes share this host's loopback."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -35,7 +28,7 @@ def two_nodes():
 
 def test_torchrun_rendezvous_spans_two_nodes(two_nodes, token_client, slurm):
     environment()
-    parameters = {"nodes": 2, "gpus_per_node": 1, "smoke": True, "port": _free_port(),
+    parameters = {"nodes": 2, "gpus_per_node": 1, "smoke": True, "port": free_port(),
                   "environment": "pytorch", "time_limit": 10}
     response = token_client.post("/api/v1/jobs/", {"template": "pytorch-multinode", "name": "2 nodes",
                                                    "parameters": parameters}, format="json")

@@ -11,7 +11,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +23,7 @@ import pytest
 import requests
 
 from tests.conftest import DEMO_PASSWORDS, ROOT
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -51,12 +51,6 @@ class Portal:
                               capture_output=True, text=True, timeout=300, check=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _database_url(name: str) -> str:
     parts = urlsplit(os.environ["DATABASE_URL"])
     return urlunsplit(parts._replace(path=f"/{name}"))
@@ -76,7 +70,7 @@ def production_portal():
     os.chown(workdir, account.pw_uid, account.pw_gid)
     workdir.chmod(0o700)
     database = f"gpuportal_production_{os.getpid()}"
-    port = _free_port()
+    port = free_port()
     origin = f"https://127.0.0.1:{port}"
     settings = {
         "DJANGO_SETTINGS_MODULE": "portal.settings.production",
@@ -237,7 +231,7 @@ def nginx_front(production_portal):
     if nginx is None:
         pytest.skip("nginx is not installed")
     workdir = Path(tempfile.mkdtemp(prefix="gpuportal-nginx-"))
-    https_port, http_port = _free_port(), _free_port()
+    https_port, http_port = free_port(), free_port()
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-keyout", workdir / "privkey.pem", "-out", workdir / "fullchain.pem",
                     "-subj", f"/CN={PUBLIC_NAME}",

@@ -1,7 +1,5 @@
 """E-mail on job end through Django's SMTP backend, into a real SMTP server on loopback (aiosmtpd)."""
 
-import socket
-
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.handlers import Message
@@ -10,6 +8,7 @@ from portal.jobs.models import Job
 from portal.jobs.signals import jobs_ended
 from portal.notifications.models import JobNotification
 from tests.factories import JobFactory, UserFactory
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -23,17 +22,11 @@ class Inbox(Message):
         self.messages.append(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def inbox(settings):
     """An SMTP server on loopback, and Django's SMTP backend pointed at it."""
     handler = Inbox()
-    controller = Controller(handler, hostname="127.0.0.1", port=_free_port())
+    controller = Controller(handler, hostname="127.0.0.1", port=free_port())
     controller.start()
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
@@ -76,7 +69,7 @@ def test_the_users_default_applies_unless_the_job_chose(inbox, user):
 
 def test_an_smtp_outage_never_breaks_the_poll_cycle(settings, user):
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", _free_port(), 1
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", free_port(), 1
     job = JobFactory(user=user, notify_email=True)
     jobs_ended.send(sender=None, job_ids=[job.pk])  # logged, not raised
     assert JobNotification.objects.get(job=job).sent_at is None  # released for a retry

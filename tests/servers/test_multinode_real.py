@@ -15,7 +15,8 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import server_start, server_stop
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
-from tests.hub import STATE_DIR, Hub, _free_ports, job_env, squeue_state, wait_for
+from tests.hub import STATE_DIR, Hub, job_env, squeue_state, wait_for
+from tests.ports import free_ports
 from tests.servers.test_notebooks_real import Kernel
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -56,7 +57,7 @@ def test_srun_in_a_two_node_session_reaches_both_nodes(portal_hub):
 def service_node_hub(hub):
     """A second hub for the same portal, configured as docs/deploy.md says for a service node; the
     local cluster's node names resolve to loopback, so the proxy can follow them."""
-    hub_port, proxy_port, proxy_api_port = _free_ports(3)
+    hub_port, proxy_port, proxy_api_port = free_ports(3)
     state = STATE_DIR.with_name(f"{STATE_DIR.name}-service-node")
     env = {**hub.env, "HUB_STATE_DIR": str(state), "HUB_PORT": str(hub_port),
            "HUB_PROXY_PORT": str(proxy_port), "HUB_PROXY_API_PORT": str(proxy_api_port),
