@@ -28,6 +28,22 @@ USERNAME_VARIABLE = "GPUPORTAL_REGISTRY_USERNAME"
 PASSWORD_VARIABLE = "GPUPORTAL_REGISTRY_PASSWORD"  # noqa: S105 (a variable's name)
 # containers-auth.json(5), written by a Podman pull job: printf's format, registry and auth as arguments.
 _AUTH_JSON = '{"auths":{"%s":{"auth":"%s"}}}\\n'
+# Rootless Podman's run state (in its runtime dir) outlives a job Slurm killed: the pause process
+# and conmon die with the job, its "running" containers stay, and Podman 4 then
+# fails every later call of the user ("cannot re-exec process to join the existing user
+# namespace"). With none of those processes left, the state goes, and Podman starts afresh as it
+# does after a boot. Runtime dir: XDG_RUNTIME_DIR, else /run/user/UID if it is ours, else /tmp.
+_PODMAN_STALE_STATE = """\
+podman_run=${XDG_RUNTIME_DIR:-/run/user/$(id -u)}
+[ -d "$podman_run" ] && [ -O "$podman_run" ] || podman_run=/tmp/podman-run-$(id -u)
+podman_tmp=$podman_run/libpod/tmp
+if [ -d "$podman_tmp" ] && ! kill -0 "$(cat "$podman_tmp/pause.pid" 2>/dev/null)" 2>/dev/null; then
+  podman_live=
+  for pidfile in "$podman_run"/containers/*-containers/*/userdata/conmon.pid; do
+    [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && podman_live=1
+  done
+  [ -n "$podman_live" ] || rm -f "$podman_tmp/pause.pid" "$podman_tmp/alive"
+fi"""
 
 
 class RuntimeUnavailable(Exception):
@@ -249,7 +265,7 @@ class Podman(Runtime):
     def shell_prefix(self, launch: Launch, variable: str = "RUN") -> str:
         # The GPUs are known only when the job runs: each id Slurm put in CUDA_VISIBLE_DEVICES
         # (digits only) becomes a CDI device.
-        lines = [f"{variable}=({shlex.join(self._run(launch))})"]
+        lines = [_PODMAN_STALE_STATE, f"{variable}=({shlex.join(self._run(launch))})"]
         if launch.gpus and self.cdi:
             lines.append(
                 f"for gpu in ${{CUDA_VISIBLE_DEVICES//,/ }}; do [[ $gpu =~ ^[0-9]+$ ]] && "
@@ -262,6 +278,7 @@ class Podman(Runtime):
         # The key reaches podman through an auth file the job writes itself, mode 0600, removed
         # on exit; printf is a shell builtin, so the key is in no process's argv.
         return [
+            _PODMAN_STALE_STATE,
             f'if [ -n "${{{PASSWORD_VARIABLE}:-}}" ]; then',
             '  REGISTRY_AUTH_FILE=$(mktemp "${TMPDIR:-/tmp}/gpuportal-auth.XXXXXX")',
             "  trap 'rm -f \"$REGISTRY_AUTH_FILE\"' EXIT",
@@ -310,6 +327,7 @@ class Enroot(Runtime):
         enroot = str(self.options.get("enroot", "/usr/bin/enroot"))
         # enroot reads registry logins from a netrc-style file; the job writes it 0600.
         return [
+            _PODMAN_STALE_STATE,
             f'if [ -n "${{{PASSWORD_VARIABLE}:-}}" ]; then',
             '  export ENROOT_CONFIG_PATH=$(mktemp -d "${TMPDIR:-/tmp}/gpuportal-enroot.XXXXXX")',
             "  trap 'rm -rf \"$ENROOT_CONFIG_PATH\"' EXIT",

@@ -169,16 +169,21 @@ portal_key() {  # the key registry API keys are encrypted with at rest: a file, 
 }
 
 podman_state_reset() {
-  # Rootless Podman keeps each user's run state in /tmp/podman-run-<uid>; where /tmp outlived a reboot
-  # (no pause process left), its "alive" marker makes every podman call fail with "invalid internal
-  # status". Without the marker podman sets the state up afresh, as after a boot.
-  local dir pid
-  for dir in /tmp/podman-run-*/libpod/tmp; do
-    [ -e "$dir/alive" ] || continue
-    pid=$(cat "$dir/pause.pid" 2>/dev/null || true)
-    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-      rm -f "$dir/alive"
-    fi
+  # Rootless Podman keeps each user's run state in /tmp/podman-run-<uid>. Where it outlived its
+  # processes (a reboot that kept /tmp, a job Slurm killed), its pause.pid and "alive" marker make
+  # every podman call fail ("invalid internal status", "cannot re-exec process to join the
+  # existing user namespace"). Without them podman sets the state up afresh, as after a boot.
+  # Jobs do the same for themselves (portal/containers/runtimes.py, _PODMAN_STALE_STATE).
+  local run pid pidfile live
+  for run in /tmp/podman-run-*; do
+    [ -d "$run/libpod/tmp" ] || continue
+    pid=$(cat "$run/libpod/tmp/pause.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then continue; fi
+    live=
+    for pidfile in "$run"/containers/*-containers/*/userdata/conmon.pid; do
+      [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && live=1
+    done
+    [ -n "$live" ] || rm -f "$run/libpod/tmp/pause.pid" "$run/libpod/tmp/alive"
   done
 }
 
