@@ -29,18 +29,20 @@ PASSWORD_VARIABLE = "GPUPORTAL_REGISTRY_PASSWORD"  # noqa: S105 (a variable's na
 # containers-auth.json(5), written by a Podman pull job: printf's format, registry and auth as arguments.
 _AUTH_JSON = '{"auths":{"%s":{"auth":"%s"}}}\\n'
 # Rootless Podman's run state (in its runtime dir) outlives a job Slurm killed: the pause process
-# and conmon die with the job, its "running" containers stay, and Podman 4 then
-# fails every later call of the user ("cannot re-exec process to join the existing user
-# namespace"). With none of those processes left, the state goes, and Podman starts afresh as it
-# does after a boot. Runtime dir: XDG_RUNTIME_DIR, else /run/user/UID if it is ours, else /tmp.
+# and conmon die with the job, its "running" containers stay, and Podman 4 then fails every later
+# call of the user ("cannot re-exec process to join the existing user namespace"). With none of
+# those processes left (a pid another program has taken since does not count), the state goes,
+# and Podman starts afresh as it does after a boot. Runtime dir: XDG_RUNTIME_DIR, else /run/user/UID
+# if it is ours, else /tmp.
 _PODMAN_STALE_STATE = """\
 podman_run=${XDG_RUNTIME_DIR:-/run/user/$(id -u)}
 [ -d "$podman_run" ] && [ -O "$podman_run" ] || podman_run=/tmp/podman-run-$(id -u)
 podman_tmp=$podman_run/libpod/tmp
-if [ -d "$podman_tmp" ] && ! kill -0 "$(cat "$podman_tmp/pause.pid" 2>/dev/null)" 2>/dev/null; then
+podman_alive() { kill -0 "$1" 2>/dev/null && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ]; }
+if [ -d "$podman_tmp" ] && ! podman_alive "$(cat "$podman_tmp/pause.pid" 2>/dev/null)" "podman pause"; then
   podman_live=
   for pidfile in "$podman_run"/containers/*-containers/*/userdata/conmon.pid; do
-    [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && podman_live=1
+    [ -f "$pidfile" ] && podman_alive "$(cat "$pidfile")" conmon && podman_live=1
   done
   [ -n "$podman_live" ] || rm -f "$podman_tmp/pause.pid" "$podman_tmp/alive"
 fi"""

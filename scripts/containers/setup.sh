@@ -174,14 +174,16 @@ podman_state_reset() {
   # every podman call fail ("invalid internal status", "cannot re-exec process to join the
   # existing user namespace"). Without them podman sets the state up afresh, as after a boot.
   # Jobs do the same for themselves (portal/containers/runtimes.py, _PODMAN_STALE_STATE).
-  local run pid pidfile live
+  local run pidfile live
+  # A pid counts only while it is still that program of that user (pids are reused after a boot).
+  alive() { [ -n "$1" ] && [ "$(stat -c %u "/proc/$1" 2>/dev/null)" = "$3" ] \
+    && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ]; }
   for run in /tmp/podman-run-*; do
     [ -d "$run/libpod/tmp" ] || continue
-    pid=$(cat "$run/libpod/tmp/pause.pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then continue; fi
+    if alive "$(cat "$run/libpod/tmp/pause.pid" 2>/dev/null)" "podman pause" "${run##*-}"; then continue; fi
     live=
     for pidfile in "$run"/containers/*-containers/*/userdata/conmon.pid; do
-      [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && live=1
+      [ -f "$pidfile" ] && alive "$(cat "$pidfile")" conmon "${run##*-}" && live=1
     done
     [ -n "$live" ] || rm -f "$run/libpod/tmp/pause.pid" "$run/libpod/tmp/alive"
   done
