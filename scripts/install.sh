@@ -6,25 +6,13 @@ source "$(dirname "$0")/lib.sh"
 dev=0
 [[ "${1:-}" == "--dev" ]] && dev=1
 
-apt_missing() {
-  local missing=()
-  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
-  if ((${#missing[@]})); then
-    say "apt: installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
-
-apt_missing python3 python3-venv python3-dev curl
-# sudo is the one way the portal's and the hub's accounts act as a user (deploy/sudoers.d/gpuportal);
-# setpriv (util-linux) starts the services as those accounts.
-apt_missing sudo util-linux
-# Notebook servers: node for configurable-http-proxy, R for the IRkernel kernel.
-apt_missing nodejs r-base-core r-cran-irkernel
-command -v npm >/dev/null || apt_missing npm  # NodeSource's nodejs brings its own npm
-# nginx: tests/deploy runs the shipped site (deploy/nginx) in front of a production-settings portal.
-((dev)) && apt_missing chromium fonts-dejavu-core nginx
+# Debian packages from the manifest (scripts/packages.txt): the portal's, what job templates run on
+# the compute nodes (this host), and with --dev what the tests need.
+# shellcheck source=packages.sh
+source "$ROOT/scripts/packages.sh"
+apt_groups portal compute
+command -v npm >/dev/null || apt_groups npm  # NodeSource's nodejs brings its own npm
+((dev)) && apt_groups dev
 
 mkdir -p "$GPUPORTAL_STATE"
 chmod 755 "$GPUPORTAL_STATE"
@@ -95,20 +83,16 @@ if [[ "$installed" != "$key$extras" && "$installed" != "$key[dev]" ]]; then
   echo "$key$extras" >"$VENV/.installed"
 fi
 
-# configurable-http-proxy, exactly as locked in spawners/package-lock.json.
-lock="$ROOT/spawners/node_modules/.installed-$(sha1sum <"$ROOT/spawners/package-lock.json" | cut -c1-12)"
-if [[ ! -e "$lock" ]]; then
-  say "npm: installing configurable-http-proxy"
-  (cd "$ROOT/spawners" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  touch "$lock"
-fi
-# The charting library the portal serves from its static files, exactly as locked.
-lock="$ROOT/portal/core/charts/node_modules/.installed-$(sha1sum <"$ROOT/portal/core/charts/package-lock.json" | cut -c1-12)"
-if [[ ! -e "$lock" ]]; then
-  say "npm: installing the charting library (vega-lite)"
-  (cd "$ROOT/portal/core/charts" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  touch "$lock"
-fi
+# npm packages exactly as locked: every lock file the manifest names (the hub's proxy, the charts).
+for lockfile in $(manifest npm portal); do
+  dir="$ROOT/$(dirname "$lockfile")"
+  stamp="$dir/node_modules/.installed-$(sha1sum <"$ROOT/$lockfile" | cut -c1-12)"
+  if [[ ! -e "$stamp" ]]; then
+    say "npm: installing $(dirname "$lockfile")"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    touch "$stamp"
+  fi
+done
 # The R kernel, visible to every user's JupyterLab (/usr/local/share/jupyter/kernels/ir).
 if [[ ! -e /usr/local/share/jupyter/kernels/ir/kernel.json ]]; then
   say "jupyter: registering the R kernel"

@@ -7,6 +7,9 @@ source "$(dirname "$0")/lib.sh"
 
 "$ROOT/scripts/up.sh"
 "$ROOT/scripts/install.sh" --dev
+# The demo accounts start from a known point (no jobs, fresh homes): nothing an earlier run left
+# there can make a test pass or fail.
+"$ROOT/slurm/dev/reset-demo.sh"
 
 cd "$ROOT"
 say "ruff"

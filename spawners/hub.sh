@@ -111,12 +111,21 @@ as_hub() {
   exec "$@" >>"$logfile" 2>&1
 }
 
+# The notebook templates servers copy into ~/templates: exactly the checkout's, on every start (a
+# notebook renamed or removed in the checkout is gone here too; users' own copies are theirs).
+templates_sync() {
+  local staged
+  staged=$(mktemp -d "$HUB_TEMPLATES_DIR.XXXXXX")
+  cp -r "$ROOT/templates/notebooks/." "$staged/"
+  chmod -R a+rX "$staged"
+  rm -rf "$HUB_TEMPLATES_DIR"
+  mv "$staged" "$HUB_TEMPLATES_DIR"
+}
+
 start() {
-  mkdir -p "$HUB_TEMPLATES_DIR"
   dirs
   secrets
-  cp -r "$ROOT/templates/notebooks/." "$HUB_TEMPLATES_DIR/"
-  chmod -R a+rX "$HUB_TEMPLATES_DIR"
+  templates_sync
   if ! running "$HUB_STATE_DIR/proxy.pid"; then
     (as_hub "$HUB_LOG_DIR/proxy.log" setsid "$HERE/node_modules/.bin/configurable-http-proxy" \
       --ip 127.0.0.1 --port "$HUB_PROXY_PORT" \

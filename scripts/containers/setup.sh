@@ -18,15 +18,8 @@ REGISTRY_PIDFILE="$RUN/registry.pid"
 IMAGE_NAME=gpuportal/python:3.11-bookworm
 ROOTFS="$IMAGES_DIR/python-3.11-bookworm.tar"
 
-apt_missing() {  # as in scripts/install.sh
-  local missing=()
-  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
-  if ((${#missing[@]})); then
-    say "apt: installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
+# shellcheck source=../packages.sh
+source "$ROOT/scripts/packages.sh"
 
 registry_running() {
   [[ -f $REGISTRY_PIDFILE ]] && kill -0 "$(cat "$REGISTRY_PIDFILE")" 2>/dev/null \
@@ -198,8 +191,7 @@ esac
 
 # Runtimes: Charliecloud (ch-run, ch-image, ch-convert) and rootless Podman (runc: crun refuses
 # hybrid cgroups; uidmap for the users' /etc/subuid ranges). The registry and the tools to fill it.
-apt_missing charliecloud-runtime charliecloud-builders squashfs-tools podman runc uidmap \
-  docker-registry skopeo mmdebstrap apache2-utils openssl ca-certificates curl
+apt_groups containers
 portal_key
 podman_state_reset
 registry_setup

@@ -11,6 +11,7 @@ tests skip and say so. The structural checks at the top need none of it.
 import json
 import os
 import re
+import shutil
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -19,22 +20,23 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.notebook_templates import NOTEBOOKS, cluster_notebook, notebook_template, notebook_templates
+
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ROOT / "templates" / "notebooks"
 ENVS = Path(os.environ.get("GPUPORTAL_ENVS", "/opt/gpuportal/envs"))
 DATA = Path(os.environ.get("GPUPORTAL_DATA_DIR", "/data")) / "mnist"
 KERNELS = Path(os.environ.get("GPUPORTAL_KERNELS_DIR", "/usr/local/share/jupyter/kernels"))
 
-# notebook -> (kernel, ~/logs/<folder>, small parameters, accuracy it must reach on the test split)
-# Chance is 0.1 for the 10 digits, 1/3 for the 3 iris species.
+# The training templates, by the ~/logs folder their runs write to -> (small parameters, accuracy it
+# must reach on the test split). Chance is 0.1 for the 10 digits, 1/3 for the 3 iris species.
 TRAINING = {
-    "02-pytorch-classifier.ipynb": ("pytorch", "pytorch-classifier", {"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
-    "03-pytorch-ddp.ipynb": ("pytorch", "pytorch-ddp", {"NPROC": 2, "EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
-    "04-tensorflow-keras.ipynb": ("tensorflow", "tensorflow-keras", {"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
-    "05-jax-flax.ipynb": ("jax", "jax-flax", {"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
-    "06-r-model.ipynb": ("ir", "r-model", {"TEST_FRACTION": 0.3}, 0.8),
+    "pytorch-classifier": ({"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
+    "pytorch-ddp": ({"NPROC": 2, "EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
+    "tensorflow-keras": ({"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
+    "jax-flax": ({"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
+    "r-model": ({"TEST_FRACTION": 0.3}, 0.8),
 }
-ALL = ["01-using-this-cluster.ipynb", *TRAINING]
+ALL = [template.name for template in notebook_templates()]
 
 
 def kernel_name(notebook: str) -> str:
@@ -44,8 +46,28 @@ def kernel_name(notebook: str) -> str:
 # --- structure (no environment needed) ------------------------------------------------------------
 
 
-def test_the_templates_are_exactly_these():
-    assert sorted(path.name for path in NOTEBOOKS.glob("*.ipynb")) == sorted(ALL)
+def test_every_template_is_the_cluster_notebook_or_a_training_one_with_test_parameters():
+    templates = notebook_templates()
+    cluster = cluster_notebook()
+    assert cluster.logs is None
+    assert sorted(t.logs for t in templates if t != cluster) == sorted(TRAINING)
+
+
+def test_renaming_a_notebook_changes_only_its_name(tmp_path):
+    """The tests find templates by kernel, ~/logs folder and code: a renamed copy is found the same."""
+    renamed = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, renamed)
+    for path in renamed.glob("*.ipynb"):
+        path.rename(path.with_name(f"renamed-{path.stem[::-1]}.ipynb"))
+    before, after = notebook_templates(), notebook_templates(renamed)
+    assert [(t.kernel, t.logs, t.code_cells()) for t in before] != [] and len(before) == len(after)
+    assert {(t.kernel, t.logs) for t in before} == {(t.kernel, t.logs) for t in after}
+    assert all(t.name.startswith("renamed-") for t in after)
+    for folder in TRAINING:
+        old, new = notebook_template(logs=folder), notebook_template(logs=folder, directory=renamed)
+        assert new.name != old.name and new.code_cells() == old.code_cells()
+    old, new = cluster_notebook(), cluster_notebook(renamed)
+    assert new.name != old.name and new.code_cells() == old.code_cells()
 
 
 @pytest.mark.parametrize("notebook", ALL)
@@ -61,8 +83,8 @@ def test_notebook_shape(notebook):
 
 
 def test_ddp_notebook_writes_the_shipped_script():
-    """01's batch job runs templates/mnist_ddp.py: it must be what 03 writes."""
-    nb = nbformat.read(NOTEBOOKS / "03-pytorch-ddp.ipynb", as_version=4)
+    """01's batch job runs templates/mnist_ddp.py: it must be what the DDP template writes."""
+    nb = nbformat.read(notebook_template(logs="pytorch-ddp").path, as_version=4)
     cell = next(cell for cell in nb.cells if cell.source.startswith("%%writefile"))
     head, _, body = cell.source.partition("\n")
     assert head == "%%writefile mnist_ddp.py"
@@ -122,7 +144,7 @@ def scalar_tags(logdir: Path) -> set[str]:
 @pytest.mark.integration
 def test_cluster_notebook_without_token_submits_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv("GPUPORTAL_TOKEN", raising=False)
-    text = execute("01-using-this-cluster.ipynb", tmp_path, monkeypatch)
+    text = execute(cluster_notebook().name, tmp_path, monkeypatch)
     metrics = final_metrics(text)
     assert "Skipped: no token" in text
     assert metrics["batch_job_id"] is None
@@ -157,7 +179,7 @@ def test_cluster_notebook_submits_the_batch_job_with_the_token(tmp_path, monkeyp
     _FakePortal.seen = []
     try:
         monkeypatch.setenv("GPUPORTAL_URL", f"http://127.0.0.1:{server.server_port}")
-        text = execute("01-using-this-cluster.ipynb", tmp_path, monkeypatch, TOKEN="k3y", EPOCHS=2, GPUS=1)
+        text = execute(cluster_notebook().name, tmp_path, monkeypatch, TOKEN="k3y", EPOCHS=2, GPUS=1)
     finally:
         server.shutdown()
     assert final_metrics(text)["batch_job_id"] == 42

@@ -1,6 +1,7 @@
 """A person in headless Chromium: one portal login, a 1-GPU server, JupyterLab, a cell, a terminal."""
 
 import os
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +15,7 @@ from portal.servers.models import NotebookServer
 from tests.chromium import CHROMIUM_ARGS
 from tests.cluster.shape import gpu_nodes
 from tests.hub import job_gpu_indexes, squeue_state, wait_for
+from tests.notebook_templates import cluster_notebook
 from tests.servers.test_servers_real import _blocker
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -85,14 +87,16 @@ def _scenario(page, portal_hub, live_server):
     lab.screenshot(path=ARTIFACTS / "jupyterlab-terminal.png")
 
     # A template notebook's cell prints the GPUs Slurm allocated and the job id.
-    lab.goto(f"{lab_url}/tree/templates/01-gpu-check.ipynb")
+    notebook = cluster_notebook()
+    lab.goto(f"{lab_url}/tree/templates/{notebook.name}")
     code_cells = lab.locator(".jp-Notebook .jp-CodeCell")
     code_cells.first.wait_for()
     # A cell run before the kernel is connected is dropped: wait for the status bar's "Idle".
-    lab.get_by_text("Python 3 (ipykernel) | Idle").wait_for()
-    code_cells.first.locator(".cm-content").click()
+    lab.get_by_text(re.compile(r"\| Idle$")).first.wait_for(timeout=120000)
+    cell = code_cells.nth(notebook.code_cell_with('"CUDA_VISIBLE_DEVICES"'))
+    cell.locator(".cm-content").click()
     lab.keyboard.press("Shift+Enter")
-    output = code_cells.first.locator(".jp-OutputArea-output")
+    output = cell.locator(".jp-OutputArea-output")
     try:
         output.wait_for()
     finally:
@@ -100,8 +104,8 @@ def _scenario(page, portal_hub, live_server):
     text = output.inner_text()
     device = job_gpu_indexes(job_id)
     assert device.isdigit()  # a single device id: 0 unless other jobs hold GPU 0
-    assert f"CUDA_VISIBLE_DEVICES = {device}" in text
-    assert f"SLURM_JOB_ID = {job_id}" in text
+    assert re.search(rf"^CUDA_VISIBLE_DEVICES\s+{device}$", text, re.MULTILINE), text
+    assert re.search(rf"^SLURM_JOB_ID\s+{job_id}$", text, re.MULTILINE), text
     lab.close()
 
     assert NotebookServer.objects.get(name="browser").first_connect_at is not None  # opened via the portal

@@ -23,8 +23,8 @@ from tests.environments.conftest import REAL_ROOT
 from tests.environments.conftest import environment as registered
 from tests.factories import UserFactory
 from tests.hub import wait_for
+from tests.notebook_templates import NOTEBOOKS, cluster_notebook, notebook_template, notebook_templates
 from tests.notebooks.test_notebooks import (
-    NOTEBOOKS,
     TRAINING,
     env_ready,
     final_metrics,
@@ -35,13 +35,13 @@ from tests.notebooks.test_notebooks import (
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 HOME = Path("/home/alice")
-# The environment each server is started with -> the templates run in it.
+# The environment each server is started with -> the templates run in it (R's runs beside PyTorch).
 SERVERS = {
-    "pytorch": ["01-using-this-cluster.ipynb", "02-pytorch-classifier.ipynb", "03-pytorch-ddp.ipynb",
-                "06-r-model.ipynb"],
-    "tensorflow": ["04-tensorflow-keras.ipynb"],
-    "jax": ["05-jax-flax.ipynb"],
+    environment: [t.name for t in notebook_templates() if t.kernel == environment
+                  or (environment == "pytorch" and t.kernel == "ir")]
+    for environment in ("pytorch", "tensorflow", "jax")
 }
+CLUSTER = cluster_notebook().name
 CELL_TIMEOUT = 240
 
 
@@ -130,10 +130,12 @@ def test_templates_train_inside_a_slurm_server_of_each_environment(environment, 
     base = f"{portal_hub.url}/user/alice/{name}"
     run = f"in-server-{uuid.uuid4().hex[:8]}"
     for notebook in SERVERS[environment]:
-        if notebook == "01-using-this-cluster.ipynb":
+        if notebook == CLUSTER:
             _check_cluster_notebook(base, hub_token, alice, live_server.url)
             continue
-        kernel, folder, parameters, accuracy = TRAINING[notebook]
+        template = next(t for t in notebook_templates() if t.name == notebook)
+        kernel, folder = template.kernel, template.logs
+        parameters, accuracy = TRAINING[folder]
         metrics = final_metrics(_run_training(base, hub_token, notebook, {"RUN_NAME": run, **parameters}))
         assert metrics["test_accuracy"] >= accuracy, (notebook, metrics)
         logs = HOME / "logs" / folder / run
@@ -146,19 +148,19 @@ def test_templates_train_inside_a_slurm_server_of_each_environment(environment, 
         expected = {"epoch_accuracy", "epoch_loss", "images_per_sec"} if kernel == "tensorflow" else {
             "loss/train", "accuracy/test", "throughput/images_per_sec"}
         assert expected <= scalar_tags(logs), notebook
-        if notebook == "03-pytorch-ddp.ipynb":
+        if folder == "pytorch-ddp":
             assert metrics["world_size"] == 2 and metrics["backend"] in {"gloo", "nccl"}
 
 
 def _run_training(base: str, token: str, notebook: str, parameters: dict) -> str:
     """The DDP template once more in a fresh kernel if its torchrun failed: it failed once in ~10 full
     runs on this loaded 2-core box (the failure is printed, so it stays visible in the log)."""
-    if notebook != "03-pytorch-ddp.ipynb":
+    if notebook != notebook_template(logs="pytorch-ddp").name:
         return run_all(base, token, notebook, parameters)
     try:
         return run_all(base, token, notebook, parameters)
     except pytest.fail.Exception as failure:
-        print(f"03-pytorch-ddp failed once, run again:\n{failure}")
+        print(f"{notebook} failed once, run again:\n{failure}")
         return run_all(base, token, notebook, parameters)
 
 
@@ -166,7 +168,7 @@ def _check_cluster_notebook(base: str, hub_token: str, alice, portal_url: str) -
     """"Using this cluster" inside the server: the data mount, the kernels, and the training submitted
     as a batch job to the portal over REST with alice's own token."""
     _, key = api_token_create(user=alice, name="in-server notebook")
-    text = run_all(base, hub_token, "01-using-this-cluster.ipynb",
+    text = run_all(base, hub_token, CLUSTER,
                    {"PORTAL_URL": portal_url, "TOKEN": key, "EPOCHS": 1, "GPUS": 1})
     metrics = final_metrics(text)
     assert key not in text  # the notebook never prints the token

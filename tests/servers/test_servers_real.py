@@ -1,5 +1,6 @@
 """Notebook servers against the real stack: portal → JupyterHub → Slurm job → JupyterLab."""
 
+import json
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from tests.hub import (
     squeue_state,
     wait_for,
 )
+from tests.notebook_templates import notebook_templates
 from tests.policy.cases import OVER_LIMITS, POLICY_GROUPS, PROFILE
 from tests.poll_helpers import slurm_poll
 
@@ -196,7 +198,8 @@ def test_workspace_gets_templates_without_clobbering_edits_the_data_mount_and_bo
     home = Path("/home/alice")
     templates = home / "templates"
     templates.mkdir(exist_ok=True)
-    edited = templates / "01-gpu-check.ipynb"
+    shipped = [t.name for t in notebook_templates()]
+    edited = templates / shipped[0]
     edited.write_text('{"edited": "by alice"}')
     (templates / "README.md").unlink(missing_ok=True)
     subprocess.run(["chown", "-R", "alice", str(templates)], check=True)
@@ -207,7 +210,9 @@ def test_workspace_gets_templates_without_clobbering_edits_the_data_mount_and_bo
 
     assert edited.read_text() == '{"edited": "by alice"}'
     assert (templates / "README.md").exists()  # what was missing comes back
-    assert (templates / "04-r-basics.ipynb").exists()
+    assert all((templates / name).exists() for name in shipped)
+    r_notebook = next(t.name for t in notebook_templates() if t.kernel == "ir")
+    assert json.loads((templates / r_notebook).read_text())["metadata"]["kernelspec"]["name"] == "ir"
     assert (home / "data").resolve() == Path("/data")
     session = portal_login(live_server, "alice")
     assert session.get(f"{portal_hub.url}/user/alice/workspace/lab").status_code == 200

@@ -18,13 +18,15 @@ from portal.tensorboards.services import tensorboards_sync
 from tests.chromium import CHROMIUM_ARGS
 from tests.environments.conftest import needs_real_envs
 from tests.hub import wait_for
+from tests.notebook_templates import notebook_template
 from tests.poll_helpers import slurm_poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True),
               needs_real_envs, pytest.mark.usefixtures("cleanup_tensorboards")]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 RUN = "browser-tb"
-LOGS = Path("/home/alice/logs/pytorch-classifier") / RUN
+CLASSIFIER = notebook_template(logs="pytorch-classifier")
+LOGS = Path("/home/alice/logs") / CLASSIFIER.logs / RUN
 PARAMETERS = (f'EPOCHS = 2\nBATCH_SIZE = 64\nLR = 1e-3\nTRAIN_LIMIT = 2000\nDATA_DIR = ""\n'
               f'RUN_NAME = "{RUN}"\nAMP = True\nSEED = 0\n')
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -76,7 +78,7 @@ def _scenario(page, live_server, slurm):
         lab_url = lab.url.split("/lab")[0] + "/lab"
         lab.goto(f"{lab_url}?reset")
         lab.locator(".jp-DirListing-item", has_text="templates").dblclick()
-        lab.locator(".jp-DirListing-item", has_text="02-pytorch-classifier.ipynb").dblclick()
+        lab.locator(".jp-DirListing-item", has_text=CLASSIFIER.name).dblclick()
         cells = lab.locator(".jp-Notebook .jp-CodeCell")
         cells.first.wait_for()
         lab.get_by_text(re.compile(r"\| Idle$")).first.wait_for(timeout=120000)
@@ -118,8 +120,8 @@ def _scenario(page, live_server, slurm):
     finally:
         # The run edited the template's parameters in the editor only; should JupyterLab have
         # autosaved them, the user's copy gets the template back.
-        copy = Path("/home/alice/templates/02-pytorch-classifier.ipynb")
-        original = Path(__file__).resolve().parents[2] / "templates/notebooks/02-pytorch-classifier.ipynb"
+        copy = Path("/home/alice/templates") / CLASSIFIER.name
+        original = CLASSIFIER.path
         if copy.exists() and copy.read_bytes() != original.read_bytes():
             copy.write_bytes(original.read_bytes())
         page.goto(f"{live_server.url}/servers/")
