@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from slurm.states import base_state
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -287,7 +289,7 @@ class AccountedJob:
     @property
     def base_state(self) -> str:
         """'CANCELLED by 10001' -> 'CANCELLED'."""
-        return self.state.split(" ", 1)[0].rstrip("+")
+        return base_state(self.state)
 
 
 SACCT_FIELDS = ["JobID", "State", "ExitCode", "Submit", "Start", "End", "ElapsedRaw", "NodeList",

@@ -50,11 +50,10 @@ from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import QueuedJob
 from slurm.runner import SlurmRunner
+from slurm.states import PENDING, RUNNING
 
 logger = logging.getLogger(__name__)
 
-PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "RESIZING"})
-RUNNING_STATES = frozenset({"RUNNING", "COMPLETING"})
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
 CONTAINER_KEYS = ("container_runtime", "container_image")
 OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "report_token", *ENVIRONMENT_KEYS,
@@ -651,14 +650,14 @@ set -euo pipefail
         if job is None:
             self.job_status = ""
             return JobStatus.NOTFOUND
-        self.queue_reason = job.reason if job.state in PENDING_STATES else ""
-        if job.state in RUNNING_STATES:
+        self.queue_reason = job.reason if job.state in PENDING else ""
+        if job.state in RUNNING:
             self.job_status = f"{job.state} {first_node(job.nodes)}"
             return JobStatus.RUNNING
-        if job.state in PENDING_STATES:
+        if job.state in PENDING:
             self.job_status = f"{job.state} {job.reason}"
             return JobStatus.PENDING
-        # SUSPENDED, STOPPED...: still Slurm's job; keep the server.
+        # SUSPENDED: still Slurm's job; keep the server.
         self.job_status = job.state
         return JobStatus.UNKNOWN
 

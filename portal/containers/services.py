@@ -28,6 +28,7 @@ from portal.core.errors import Conflict, InvalidInput, NotFound, Unavailable
 from portal.environments.models import NAME_PATTERN, Environment
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
+from slurm.states import is_final
 from slurm.user_files import job_output_dir_create, job_output_read
 
 logger = logging.getLogger(__name__)
@@ -411,16 +412,8 @@ def _ended_in_slurm(pull: Pull) -> str | None:
     except SlurmError:
         return None
     for row in rows:
-        if row.job_id == pull.slurm_job_id and row.state.split()[0] not in (
-            "PENDING",
-            "RUNNING",
-            "REQUEUED",
-            "RESIZING",
-            "SUSPENDED",
-            "COMPLETING",
-            "CONFIGURING",
-        ):
-            return row.state.split()[0]
+        if row.job_id == pull.slurm_job_id and is_final(row.state):
+            return row.base_state
     return None
 
 

@@ -35,6 +35,7 @@ from portal.policy.services import policy_current, user_groups
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from slurm.parsing import AccountedJob, QueuedJob
+from slurm.states import is_final, is_live
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +44,6 @@ ENVIRONMENT_NAME = re.compile(ENVIRONMENT_NAME_PATTERN)
 
 # The hub names a server's Slurm job after it (spawners.slurm_spawner.req_job_name).
 JOB_NAME_PREFIX = "jupyterhub:"
-# Slurm states in which a server's job still holds (or waits for) its allocation.
-LIVE_SLURM_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                               "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"})
 
 
 def _hub_error(error: HubError) -> Exception:
@@ -377,7 +375,7 @@ def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) 
     hub's job name before the portal knows its id). Returns the servers whose job has left the
     queue: accounting says how it ended."""
     now = now or timezone.now()
-    live = [row for row in queue if row.state in LIVE_SLURM_STATES]  # the queue keeps finished jobs too
+    live = [row for row in queue if is_live(row.state)]  # the queue keeps finished jobs too
     by_id = {row.job_id: row for row in live}
     by_name = {(row.user, row.name): row for row in live if row.name.startswith(JOB_NAME_PREFIX)}
     left = []
@@ -408,7 +406,7 @@ def servers_queue_publish(*, queue: list[QueuedJob], taken_before: datetime) -> 
     or before the squeue ran (the spawner never trusts it for a job submitted after)."""
     jobs = [{**asdict(row), "start_time": _iso(row.start_time), "end_time": _iso(row.end_time),
              "time_limit": row.time_limit.total_seconds() if row.time_limit is not None else None}
-            for row in queue if row.state in LIVE_SLURM_STATES and row.name.startswith(JOB_NAME_PREFIX)]
+            for row in queue if is_live(row.state) and row.name.startswith(JOB_NAME_PREFIX)]
     return file_publish(settings.SERVERS_QUEUE_FILE, json.dumps(
         {"taken_at": taken_before.timestamp(), "jobs": jobs}, separators=(",", ":")))
 
@@ -432,7 +430,7 @@ def servers_apply_accounting(*, servers: list[NotebookServer], rows: list[Accoun
 
 
 def _accounting_final(row: AccountedJob) -> bool:
-    return row.end_time is not None and row.base_state not in ("PENDING", "RUNNING", "REQUEUED")
+    return row.end_time is not None and is_final(row.state)
 
 
 # What a server's `exited` report ends it with (portal.reports), before Slurm's record is final.

@@ -25,6 +25,7 @@ from portal.tensorboards.logdirs import logdir_validate
 from portal.tensorboards.models import ACTIVE_STATES, TensorBoard, TensorBoardState
 from portal.tensorboards.script import tensorboard_script
 from portal.tensorboards.startup import AddressRefused, startup_address
+from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
 from slurm.user_files import OutputUnsafe, job_output_dir_create, job_output_read
@@ -32,10 +33,6 @@ from slurm.user_files import OutputUnsafe, job_output_dir_create, job_output_rea
 logger = logging.getLogger(__name__)
 
 State = TensorBoardState
-# Slurm states in which the job may still run TensorBoard; any other one means it has ended.
-SLURM_LIVE = {"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
-              "SIGNALING"}
-SLURM_RUNNING = {"CONFIGURING", "RUNNING"}
 LOG_HEAD_BYTES = 64 * 1024  # TensorBoard's startup line comes within its first lines
 LOG_TAIL_BYTES = 2048
 LOG_TAIL_LINES = 12
@@ -168,7 +165,7 @@ def _sync(board: TensorBoard, row: SlurmJob | None, refreshed: Any, slurm: Slurm
     if row is None and not seen:
         return  # the snapshot predates it: wait for the next poll
     slurm_state = row.state if row is not None else "gone"
-    if slurm_state not in SLURM_LIVE:
+    if not slurm_states.is_live(slurm_state):
         _end(board, _ended_reason(board, slurm_state))
         return
     if board.state == State.READY:
@@ -177,7 +174,7 @@ def _sync(board: TensorBoard, row: SlurmJob | None, refreshed: Any, slurm: Slurm
             tensorboard_stop(board=board, slurm=slurm, reason=f"Stopped after {_minutes(idle)} without use.")
         return
     active = TensorBoard.objects.filter(pk=board.pk, state=board.state)
-    if slurm_state not in SLURM_RUNNING:
+    if slurm_states.base_state(slurm_state) not in slurm_states.RUNNING:
         active.update(state=State.QUEUED, reason=f"Waiting in the Slurm queue: {row.reason or slurm_state}.")
         return
     started = board.started_at or (row.start_time if row.start_time and row.start_time <= now else now)

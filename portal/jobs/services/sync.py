@@ -17,17 +17,17 @@ from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.submission import job_claim, job_submit_attempt
 from portal.jobs.signals import jobs_ended
+from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.parsing import AccountedJob, QueuedJob
 
 logger = logging.getLogger(__name__)
 
+# Live states by their group (slurm.states), final ones one by one.
 _STATE_MAP = {
-    **{state: JobState.PENDING for state in ("PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
-                                             "RESV_DEL_HOLD")},
-    **{state: JobState.RUNNING for state in ("RUNNING", "COMPLETING", "CONFIGURING", "RESIZING",
-                                             "SIGNALING", "STAGE_OUT", "STOPPED")},
-    "SUSPENDED": JobState.SUSPENDED,
+    **{state: JobState.PENDING for state in slurm_states.PENDING},
+    **{state: JobState.RUNNING for state in slurm_states.RUNNING},
+    **{state: JobState.SUSPENDED for state in slurm_states.SUSPENDED},
     "COMPLETED": JobState.COMPLETED,
     "FAILED": JobState.FAILED,
     "SPECIAL_EXIT": JobState.FAILED,
@@ -45,7 +45,7 @@ _UUID_IN_TEXT = re.compile(rf"{COMMENT_PREFIX}([0-9a-f-]{{36}})")
 
 def slurm_state_map(state: str) -> JobState | None:
     """Slurm's state ('CANCELLED by 10001', 'OUT_OF_MEMORY', 'COMPLETING') -> ours; None if unknown."""
-    return _STATE_MAP.get(state.split(" ", 1)[0].rstrip("+").upper())
+    return _STATE_MAP.get(slurm_states.base_state(state))
 
 
 @dataclass
