@@ -66,7 +66,7 @@ class SlurmRunner:
             # timeout must take that down too, not only the prefix.
             with subprocess.Popen(argv, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env={**_environment(as_user), **(secrets or {})},
+                                  env={**_environment(), **(secrets or {})},
                                   start_new_session=True) as child:
                 try:
                     raw_out, raw_err = child.communicate(
@@ -89,12 +89,11 @@ class SlurmRunner:
         return raw_out
 
 
-def _environment(as_user: str | None) -> dict[str, str]:
-    """The portal's own queries get a fixed environment, so nothing inherited (SQUEUE_FORMAT,
-    SLURM_TIME_FORMAT, TZ...) changes what they print. Commands run as a user still inherit the
-    portal's environment (sbatch hands it on to the job) plus the pinned time settings."""
-    if as_user is not None:
-        return {**os.environ, **_TIME_ENVIRONMENT}
+def _environment() -> dict[str, str]:
+    """A fixed environment, never the portal's own: nothing inherited (SQUEUE_FORMAT, TZ...) changes
+    what the portal's queries print, and nothing of the portal's (DJANGO_SECRET_KEY, the hub's token)
+    reaches sudo, the user's command or a job sbatch hands its environment to. Per-call variables
+    come from `secrets` (deploy/sudoers.d/gpuportal keeps exactly those names)."""
     environment = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", **_TIME_ENVIRONMENT}
     # Where a deployment keeps slurm.conf outside the default path, the clients need to be told.
     if "SLURM_CONF" in os.environ:

@@ -49,9 +49,10 @@ def _worker(tmp_path: Path, marker: Path) -> subprocess.Popen:
         "REDIS_URL": BROKER,
         "DATABASE_URL": (f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/"
                          f"{connection.settings_dict['NAME']}"),
-        "SLURM_EXEC_PREFIX": ",".join([str(ROOT / "tests/faults/pause_after_sbatch.sh"),
+        # The runner hands the prefix none of the worker's environment: the marker goes through env.
+        "SLURM_EXEC_PREFIX": ",".join(["/usr/bin/env", f"PAUSE_MARKER={marker}",
+                                       str(ROOT / "tests/faults/pause_after_sbatch.sh"),
                                        *settings.SLURM_EXEC_PREFIX]),
-        "PAUSE_MARKER": str(marker),
         "JOBS_SUBMIT_LEASE_SECONDS": "3",
     }
     log = (tmp_path / "worker.log").open("w")

@@ -4,11 +4,15 @@ commands as members of gpuportal-users, nothing as anybody else."""
 import grp
 import re
 import stat
+import uuid
+from pathlib import Path
 
 import pytest
 
+from slurm.runner import SlurmRunner
 from tests.security.conftest import (
     AS_HUB,
+    AS_PORTAL,
     HUB_USER,
     PORTAL_USER,
     SUDOERS_INSTALLED,
@@ -18,8 +22,7 @@ from tests.security.conftest import (
     run,
 )
 
-PORTAL_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel", "/usr/bin/scontrol",
-                   "/usr/local/libexec/gpuportal/job-files"}
+PORTAL_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel", "/usr/local/libexec/gpuportal/job-files"}
 HUB_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel"}
 
 
@@ -43,7 +46,7 @@ def test_fragment_passes_visudo_and_is_installed_as_checked():
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, 0o440)
 
 
-def test_portal_account_may_run_exactly_the_four_commands_as_portal_users():
+def test_portal_account_may_run_exactly_the_three_commands_as_portal_users():
     assert _rules(PORTAL_USER) == [(f"%{USERS_GROUP}", "NOPASSWD:", PORTAL_COMMANDS)]
 
 
@@ -63,6 +66,7 @@ def test_portal_users_group_is_alice_bob_and_ada_only():
     ("alice", ["/usr/bin/id"]),  # a command not listed
     ("alice", ["/bin/sh", "-c", "id"]),
     ("alice", ["/usr/bin/sacctmgr", "list", "user"]),
+    ("alice", ["/usr/bin/scontrol", "version"]),  # time limits are raised as the portal's own account
     ("root", ["/usr/bin/sbatch", "--version"]),  # not a portal user
     ("eve", ["/usr/bin/sbatch", "--version"]),  # in no portal group
     ("jupyterhub", ["/usr/bin/sbatch", "--version"]),
@@ -96,3 +100,17 @@ def test_portal_account_may_run_sbatch_as_a_portal_user():
 def test_hub_account(target, command, allowed):
     result = run([*AS_HUB, "/usr/bin/sudo", "-E", "-n", "-u", target, "--", *command])
     assert (result.returncode == 0) is allowed, result.stderr
+
+
+def test_the_runner_hands_sudo_none_of_the_portals_environment(monkeypatch):
+    """What the portal's account starts to act as a user (sudo, here `env` in its place) gets the
+    runner's fixed variables and the call's own, never the portal's secrets."""
+    marker = f"planted-{uuid.uuid4().hex}"
+    monkeypatch.setenv("DJANGO_SECRET_KEY", marker)
+    monkeypatch.setenv("GPUPORTAL_TEST_MARKER", marker)
+    runner = SlurmRunner(bin_dir=Path("/usr/bin"), exec_prefix=AS_PORTAL, timeout=20)
+    seen = dict(line.split("=", 1) for line in runner.run(
+        "env", [], as_user="alice", secrets={"GPUPORTAL_REPORT_TOKEN": "this-call-only"}).splitlines())
+    assert marker not in "".join(seen.values()) and "DJANGO_SECRET_KEY" not in seen
+    assert seen["GPUPORTAL_REPORT_TOKEN"] == "this-call-only" and seen["TZ"] == "UTC"
+    assert set(seen) <= {"PATH", "LANG", "TZ", "SLURM_TIME_FORMAT", "SLURM_CONF", "GPUPORTAL_REPORT_TOKEN"}

@@ -101,16 +101,18 @@ def test_the_portals_own_commands_get_a_fixed_environment(bin_dir, monkeypatch):
         "TZ=UTC FMT=%Y-%m-%dT%H:%M:%S LANG=C.UTF-8 CONF=/etc/other/slurm.conf SECRET=unset\n")
 
 
-def test_commands_as_a_user_keep_the_environment_but_pin_the_time_zone(bin_dir, monkeypatch):
+def test_commands_as_a_user_get_the_fixed_environment_and_their_own_variables(bin_dir, monkeypatch):
     monkeypatch.setenv("TZ", "Europe/Berlin")
     monkeypatch.setenv("LANG", "de_DE.UTF-8")
-    monkeypatch.setenv("SECRET", "inherited")
+    monkeypatch.setenv("SECRET", "portal-only")
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "portal-only")
     monkeypatch.delenv("SLURM_CONF", raising=False)
     _stub(bin_dir, "prefix", 'shift; exec "$@"')
-    _stub(bin_dir, "sbatch", _SHOW_ENV)
+    _stub(bin_dir, "sbatch", _SHOW_ENV + '; echo "KEY=${DJANGO_SECRET_KEY-unset} TOKEN=$TOKEN"')
     runner = SlurmRunner(bin_dir, exec_prefix=(str(bin_dir / "prefix"), "{username}"))
-    assert runner.run("sbatch", [], as_user="alice") == (
-        "TZ=UTC FMT=%Y-%m-%dT%H:%M:%S LANG=de_DE.UTF-8 CONF=unset SECRET=inherited\n")
+    assert runner.run("sbatch", [], as_user="alice", secrets={"TOKEN": "this-job-only"}) == (
+        "TZ=UTC FMT=%Y-%m-%dT%H:%M:%S LANG=C.UTF-8 CONF=unset SECRET=unset\n"
+        "KEY=unset TOKEN=this-job-only\n")
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
