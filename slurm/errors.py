@@ -10,5 +10,10 @@ class SlurmUnreachable(SlurmError):
     """The controller or accounting daemon did not answer: the state is unknown, not 'gone'."""
 
 
+class SlurmTimedOut(SlurmUnreachable):
+    """The command was sent and did not answer in time: slurmctld may still have acted on it (an
+    sbatch that times out may have submitted the job)."""
+
+
 class SlurmRejected(SlurmError):
     """Slurm understood the request and refused it (bad resources, unknown job...)."""

@@ -285,6 +285,7 @@ class AccountedJob:
     comment: str
     submit_line: str
     partition: str
+    user: str = ""
 
     @property
     def base_state(self) -> str:
@@ -293,19 +294,19 @@ class AccountedJob:
 
 
 SACCT_FIELDS = ["JobID", "State", "ExitCode", "Submit", "Start", "End", "ElapsedRaw", "NodeList",
-                "AllocTRES", "Reason", "Comment", "SubmitLine", "Partition"]
+                "AllocTRES", "Reason", "Comment", "SubmitLine", "Partition", "User"]
 
 
 def _accounted_job(values: list[str]) -> AccountedJob:
     (job_id, state, exit_code, submit, start, end, elapsed, nodes, tres, reason, comment,
-     submit_line, partition) = values
+     submit_line, partition, user) = values
     code, signal = parse_exit_code(exit_code)
     return AccountedJob(
         job_id=job_id, state=state, exit_code=code, exit_signal=signal,
         submit_time=parse_time(submit), start_time=parse_time(start), end_time=parse_time(end),
         elapsed_seconds=_count(elapsed), nodes="" if nodes in ("None assigned", "(null)") else nodes,
         gpus=parse_tres_gpus(tres), reason="" if reason == "None" else reason,
-        comment=comment, submit_line=submit_line, partition=partition,
+        comment=comment, submit_line=submit_line, partition=partition, user=user,
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm.errors import SlurmRejected, SlurmUnreachable
+from slurm.errors import SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.parsing import TIME_FORMAT
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class SlurmRunner:
                     _kill_group(child.pid)
                     raise
         except subprocess.TimeoutExpired as error:
-            raise SlurmUnreachable(f"{command} did not answer within {self.timeout:.0f} s") from error
+            raise SlurmTimedOut(f"{command} did not answer within {self.timeout:.0f} s") from error
         except OSError as error:
             raise SlurmUnreachable(f"cannot run {command}: {error}") from error
         if child.returncode != 0:

@@ -7,6 +7,8 @@ the helper itself only ever touches ~/gpuportal/jobs and the job-<uuid>.out|err|
 in it.
 """
 
+import concurrent.futures
+import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,27 @@ def job_output_read(*, user: str, job_uuid: uuid.UUID, stream: Literal["stdout",
 def job_output_dir_create(*, user: str, runner: SlurmRunner | None = None) -> None:
     """Create ~/gpuportal/jobs as `user` (sbatch needs it for the job's output), mode 0700."""
     _run(runner, ["mkdir"], user)
+
+
+def job_output_dir_ensure(*, user: str, path: str, timeout: float) -> None:
+    """Make sure ~/gpuportal/jobs exists before an sbatch that writes there.
+
+    The portal's own look (a stat of a home that may be on NFS) gets `timeout` seconds in a thread of
+    its own: a hung mount costs a probe thread, never the caller. Where the look says nothing (timed
+    out, or homes are private to their owners: isdir is False there), the user's job-files mkdir
+    runs, under the runner's own timeout."""
+    probe = _PROBES.submit(os.path.isdir, path)
+    try:
+        if probe.result(timeout=timeout):
+            return
+    except concurrent.futures.TimeoutError:
+        pass
+    job_output_dir_create(user=user)
+
+
+# Few threads: a hung file system blocks them all, then every look times out at once and the
+# job-files path (with its own timeout) takes over.
+_PROBES = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="fs-probe")
 
 
 def _run(runner: SlurmRunner | None, args: list[str], user: str) -> bytes:

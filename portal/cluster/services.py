@@ -6,9 +6,9 @@ import logging
 from collections import Counter, defaultdict
 
 from django.db import transaction
-from django.utils import timezone
 
 from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus, SlurmJob
+from portal.core.slurm_work import db_now
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import NodeInPartition, QueuedJob
@@ -23,7 +23,7 @@ def cluster_refresh(*, slurm: Slurm) -> tuple[PollStatus, list[QueuedJob] | None
     (the last snapshot stays, marked stale by its age). Malformed rows were skipped by the parser
     and are counted here, for the admin page."""
     status = PollStatus.get()
-    status.checked_at = timezone.now()
+    status.checked_at = db_now()  # the clock leases and lookups are compared on (slurm_work)
     try:
         nodes = slurm.nodes()
         queue = slurm.queue(finished=True)

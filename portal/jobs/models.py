@@ -56,6 +56,10 @@ class Job(models.Model):
     slurm_job_id = models.CharField(max_length=32, blank=True)
     submit_attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    submit_uncertain_at = models.DateTimeField(
+        null=True, blank=True, help_text="An sbatch timed out then: Slurm may have the job")
+    slurm_duplicates = models.JSONField(
+        default=list, blank=True, help_text="[time, id] of each second Slurm job with its comment, cancelled")
 
     submitted_at = models.DateTimeField(default=timezone.now, help_text="When the user submitted")
     slurm_submitted_at = models.DateTimeField(null=True, blank=True)

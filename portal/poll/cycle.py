@@ -1,5 +1,6 @@
-"""One poll cycle for everybody: one snapshot (`sinfo` + `squeue`), then jobs and notebook servers
-follow that same queue, and at most one `sacct` answers for what left it.
+"""One poll cycle for everybody: one snapshot (`sinfo` + `squeue`) and one listing of the hub's
+servers, then jobs and notebook servers follow that same queue, and at most one `sacct` answers for
+what left it.
 
 This module sits above the apps it orchestrates (cluster, jobs, servers); none of them imports it.
 """
@@ -17,6 +18,7 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import (
     servers_apply_accounting,
     servers_apply_queue,
+    servers_hub_sync,
     servers_queue_publish,
     servers_queue_timeout,
     servers_spawn_retry,
@@ -54,6 +56,7 @@ def _cycle(slurm: Slurm) -> CycleReport:
     status, queue = cluster_refresh(slurm=slurm)
     policy_publish()  # partitions follow the snapshot; the hub reads the file
     servers_spawn_retry(now=status.checked_at)
+    servers_hub_sync()  # one hub listing for everybody: pages read session states from the database
     if queue is None:
         return CycleReport(ran=True, status=status)
     servers_queue_publish(queue=queue, taken_before=status.checked_at)  # the hub's routine polls
@@ -68,7 +71,7 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     """Jobs and servers follow this cycle's queue; one `sacct` settles what left it. If sacct
     fails, nothing that needed it changes."""
     report = CycleReport(ran=True)
-    unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs)
+    unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs, slurm=slurm)
     servers_left = servers_apply_queue(queue=queue, now=queried_at)
     if not (unsettled.left or unsettled.unresolved or servers_left):
         return report

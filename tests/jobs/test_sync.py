@@ -48,14 +48,15 @@ def _queued(job, state="RUNNING", reason="None"):
                      time_limit=timedelta(hours=1), comment=job.slurm_comment, name=job.name)
 
 
-def _accounted(job_id, state, exit_code=0, signal=0, gpus=2, elapsed=1800, comment="", end=True):
+def _accounted(job_id, state, exit_code=0, signal=0, gpus=2, elapsed=1800, comment="", end=True,
+               user="alice"):
     return AccountedJob(job_id=job_id, state=state, exit_code=exit_code, exit_signal=signal,
                         submit_time=datetime(2026, 11, 23, 8, tzinfo=UTC),
                         start_time=datetime(2026, 11, 23, 9, tzinfo=UTC),
                         end_time=datetime(2026, 11, 23, 9, 30, tzinfo=UTC) if end else None,
                         elapsed_seconds=elapsed,
                         nodes="vm", gpus=gpus, reason="None" if state == "COMPLETED" else "",
-                        comment=comment, submit_line="", partition="")
+                        comment=comment, submit_line="", partition="", user=user)
 
 
 @dataclass

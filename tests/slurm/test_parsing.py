@@ -66,7 +66,7 @@ SQUEUE_RUNNING = ("7", "debug", "RUNNING", "bob", "None", "2", "16", "gres/gpu:1
                   "2026-11-23T09:00:00", "2026-11-23T10:00:00", "1:00:00", "(null)", "x")
 SACCT_FAILED = ("41", "FAILED", "3:0", "2026-11-23T09:00:00", "2026-11-23T09:00:01", "2026-11-23T09:30:01",
                 "1800", "vm", "billing=8,cpu=8,gres/gpu=2,mem=96G,node=1", "None", "gpuportal:abc",
-                "sbatch --parsable", "gpu")
+                "sbatch --parsable", "gpu", "alice")
 
 
 def _row(*fields: str) -> str:
@@ -198,10 +198,11 @@ def test_parse_sacct_rows():
 
     output = _row(*SACCT_FAILED) + _row(
         "42", "CANCELLED by 10001", "0:15", "2026-11-23T09:00:00", "Unknown", "Unknown", "0",
-        "None assigned", "", "None", "", "sbatch | with pipes\n--job-name=a\x1fb", "")
+        "None assigned", "", "None", "", "sbatch | with pipes\n--job-name=a\x1fb", "", "bob")
     parsed = parse_sacct(output, D)
     failed, cancelled = parsed.rows
-    assert len(SACCT_FIELDS) == 13 and parsed.malformed == 0
+    assert len(SACCT_FIELDS) == 14 and parsed.malformed == 0
+    assert (failed.user, cancelled.user) == ("alice", "bob")
     assert (failed.base_state, failed.exit_code, failed.exit_signal, failed.gpus) == ("FAILED", 3, 0, 2)
     assert failed.elapsed_seconds == 1800 and failed.comment == "gpuportal:abc" and failed.partition == "gpu"
     assert failed.end_time == datetime(2026, 11, 23, 9, 30, 1, tzinfo=UTC) and failed.reason == ""

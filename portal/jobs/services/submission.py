@@ -1,25 +1,27 @@
 """Storing a job, handing it to Slurm exactly once, and cancelling it.
 
-Exactly once towards Slurm:
+Exactly once towards Slurm, by the rules every piece of the portal's Slurm work follows
+(portal.core.slurm_work):
 - the row is saved (QUEUED_IN_PORTAL) before anything is asked of Slurm, and Slurm gets the job's
   UUID as its comment;
-- whoever runs `sbatch` first claims the row with a conditional UPDATE that sets a lease longer
-  than the worst case of the calls it covers (`JOBS_SUBMIT_LEASE_SECONDS`), just before the call;
-- a job whose lease ran out is looked up by its UUID in the queue and in accounting (the poll
-  cycle, `sync.py`) before it is claimed again;
+- whoever runs `sbatch` first claims the row with a lease on the database's clock, longer than the
+  worst case of the calls it covers (`JOBS_SUBMIT_LEASE_SECONDS`), just before the call;
+- a job whose lease ran out is looked up by its UUID and owner in the queue and in accounting (the
+  poll cycle, `sync.py`) before it is claimed again; one whose sbatch timed out only after a lookup
+  a full cycle later;
 - every write after sbatch is guarded by the state it expects.
 The first attempt runs in Celery, so no web worker waits on Slurm.
 """
 
 import logging
-import os
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError
-from django.db.models import F, Q
+from django.db.models import F
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from portal.accounts.models import User
@@ -27,11 +29,12 @@ from portal.cluster.models import PollStatus
 from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.report_tokens import report_token
+from portal.core.slurm_work import db_in, lease_claim
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from slurm.adapter import Slurm
-from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
-from slurm.user_files import job_output_dir_create
+from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
+from slurm.user_files import job_output_dir_ensure
 
 logger = logging.getLogger(__name__)
 
@@ -113,14 +116,10 @@ def slurm_known_down() -> bool:
 
 
 def job_claim(*, job_id: int) -> Job | None:
-    """Take the lease on a due job just before its sbatch; None if anybody else holds it or it has
-    left the portal's queue. One conditional UPDATE: two workers can never both win."""
-    now = timezone.now()
-    won = Job.objects.filter(
-        Q(next_attempt_at__lte=now) | Q(next_attempt_at__isnull=True),
-        pk=job_id, state=JobState.QUEUED_IN_PORTAL,
-    ).update(next_attempt_at=now + timedelta(seconds=settings.JOBS_SUBMIT_LEASE_SECONDS),
-             submit_attempts=F("submit_attempts") + 1)
+    """Take the lease on a due job of an active user just before its sbatch; None if anybody else
+    holds it or it has left the portal's queue."""
+    won = lease_claim(Job.objects.filter(pk=job_id, state=JobState.QUEUED_IN_PORTAL, user__is_active=True),
+                      seconds=settings.JOBS_SUBMIT_LEASE_SECONDS, submit_attempts=F("submit_attempts") + 1)
     return Job.objects.select_related("user").get(pk=job_id) if won else None
 
 
@@ -130,16 +129,17 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
     username = job.user.username
     waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
     try:
-        # Skipped when the portal can see the folder (one process fewer per job); where homes are
-        # private to their owners it cannot, and the user's own job-files mkdir runs every time
-        # (os.path.isdir is False there, where Path.is_dir would raise PermissionError).
-        if not os.path.isdir(job.output_dir):  # noqa: PTH112
-            job_output_dir_create(user=username)
+        job_output_dir_ensure(user=username, path=job.output_dir, timeout=settings.SLURM_TIMEOUT_SECONDS / 4)
         slurm_job_id = slurm.submit(script=job.script, user=username, comment=job.slurm_comment,
                                     environment=job_report_environment(job=job))
+    except SlurmTimedOut as error:
+        # slurmctld may have taken it: never again until a lookup a full cycle later finds nothing.
+        waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
+                       reason=f"Slurm did not answer in time ({error.message}); looking for the job "
+                              "before trying again.")
     except SlurmUnreachable as error:
         waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
-                       next_attempt_at=timezone.now() + timedelta(seconds=settings.JOBS_RETRY_SECONDS))
+                       next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
     except SlurmRejected as error:
         waiting.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
                        ended_at=timezone.now())

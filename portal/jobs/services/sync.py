@@ -13,12 +13,15 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
+from portal.accounts.services import deprovision_reason
+from portal.core.slurm_work import duplicates, resubmit_allowed, rows_of
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.submission import job_claim, job_submit_attempt
 from portal.jobs.signals import jobs_ended
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
+from slurm.errors import SlurmError
 from slurm.parsing import AccountedJob, QueuedJob
 
 logger = logging.getLogger(__name__)
@@ -54,6 +57,8 @@ class SyncReport:
     from_accounting: int = 0
     adopted: int = 0
     resubmitted: int = 0
+    fenced: int = 0  # possibly submitted: not sent again before a full cycle's lookup
+    duplicates_cancelled: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -63,6 +68,7 @@ class JobsUnsettled:
 
     left: list[Job] = field(default_factory=list)  # left the queue: accounting has the final word
     unresolved: list[Job] = field(default_factory=list)  # due retries whose UUID is not in the queue
+    queried_at: datetime | None = None  # when the lookup's squeue ran (the database's clock)
 
 
 _LIVE_FIELDS = ["state", "reason", "pending_reasons", "started_at", "node_list", "gpus_allocated"]
@@ -70,15 +76,22 @@ _FINAL_FIELDS = ["state", "reason", "started_at", "ended_at", "elapsed", "node_l
                  "gpu_hours", "exit_code", "exit_signal"]
 
 
-def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: SyncReport) -> JobsUnsettled:
-    """Live states from this cycle's squeue; adopts due retries that Slurm already has."""
+def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: SyncReport,
+                     slurm: Slurm) -> JobsUnsettled:
+    """Live states from this cycle's squeue; adopts due retries that Slurm already has (by comment
+    and owner), and cancels a second Slurm job carrying a tracked job's comment."""
     in_queue = {row.job_id: row for row in queue}
-    by_comment = {row.comment: row for row in queue if row.comment.startswith(COMMENT_PREFIX)}
-    unsettled = JobsUnsettled()
+    by_comment: dict[str, list[QueuedJob]] = {}
+    for row in queue:
+        if row.comment.startswith(COMMENT_PREFIX):
+            by_comment.setdefault(row.comment, []).append(row)
+    unsettled = JobsUnsettled(queried_at=queried_at)
     live = []
     active = Job.objects.filter(state__in=IN_SLURM_STATES).select_related("user").defer("script",
                                                                                      "parameters")
     for job in active:
+        if job.slurm_comment in by_comment:
+            _duplicates_cancel(job, by_comment[job.slurm_comment], slurm, report)
         row = in_queue.get(job.slurm_job_id)
         state = slurm_state_map(row.state) if row else None
         if row and state in IN_SLURM_STATES:
@@ -91,12 +104,29 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
 
     due = Job.objects.filter(state=JobState.QUEUED_IN_PORTAL, next_attempt_at__lte=timezone.now())
     for job in due.select_related("user"):
-        row = by_comment.get(job.slurm_comment)
-        if row is not None:
-            report.adopted += _adopt(job, row.job_id)
+        if found := rows_of(by_comment.get(job.slurm_comment, []), comment=job.slurm_comment,
+                            user=job.user.username):
+            report.adopted += _adopt(job, found[0].job_id)
+            _duplicates_cancel(job, found, slurm, report, keep=found[0].job_id)
         else:
             unsettled.unresolved.append(job)
     return unsettled
+
+
+def _duplicates_cancel(job: Job, rows: list[QueuedJob], slurm: Slurm, report: SyncReport,
+                       keep: str = "") -> None:
+    """Cancel every other live Slurm job of the owner with this job's comment, and record it."""
+    for job_id in duplicates(rows, comment=job.slurm_comment, user=job.user.username,
+                             keep=keep or job.slurm_job_id):
+        try:
+            slurm.cancel(job_id=job_id, user=job.user.username)
+        except SlurmError as error:
+            logger.warning("job %s: duplicate Slurm job %s not cancelled: %s", job.pk, job_id, error.message)
+            continue
+        logger.warning("job %s: cancelled Slurm job %s, a second job with its comment", job.pk, job_id)
+        job.slurm_duplicates = [*job.slurm_duplicates, [timezone.now().isoformat(), job_id]]
+        Job.objects.filter(pk=job.pk).update(slurm_duplicates=job.slurm_duplicates)
+        report.duplicates_cancelled.append(job_id)
 
 
 def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob], slurm: Slurm,
@@ -110,15 +140,18 @@ def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob],
     report.from_accounting = len(ended)
     if ended:
         transaction.on_commit(lambda: jobs_ended.send(sender=Job, job_ids=ended))
-    markers = {}
+    markers: dict[tuple[str, str], AccountedJob] = {}
     for row in rows:
         for text in (row.comment, row.submit_line):
             if match := _UUID_IN_TEXT.search(text):
-                markers[match[1]] = row
+                markers.setdefault((match[1], row.user), row)  # rows come oldest first
     for job in unsettled.unresolved:
-        row = markers.get(str(job.uuid))
+        row = markers.get((str(job.uuid), job.user.username))
         if row is not None:
             report.adopted += _adopt(job, row.job_id)
+        elif not resubmit_allowed(uncertain_at=job.submit_uncertain_at,
+                                  looked_up_at=unsettled.queried_at or timezone.now()):
+            report.fenced += 1
         elif (claimed := job_claim(job_id=job.pk)) is not None:
             job_submit_attempt(job=claimed, slurm=slurm)
             report.resubmitted += 1
@@ -168,6 +201,8 @@ def _apply_accounting_row(job: Job, row: AccountedJob) -> bool:
         return False
     job.state = state
     job.reason = row.reason if state != JobState.COMPLETED else ""
+    if state == JobState.CANCELLED and not job.user.is_active:
+        job.reason = deprovision_reason()  # the portal cancelled it (jobs_of_inactive_end): say why
     job.started_at = row.start_time
     job.ended_at = row.end_time
     job.elapsed = timedelta(seconds=row.elapsed_seconds)

@@ -1,0 +1,126 @@
+"""Exactly once under the races the engine fences (portal.core.slurm_work), on the real cluster:
+an sbatch whose job slurmctld registers after the portal's call timed out, a second Slurm job
+planted with a tracked job's comment, and somebody else's job carrying a job's comment."""
+
+import subprocess
+import time
+
+import pytest
+from django.conf import settings
+
+from portal.core.slurm_work import db_now
+from portal.jobs.models import Job, JobState
+from portal.jobs.services.prepare import job_prepare
+from portal.jobs.services.submission import job_claim, job_create, job_submit_attempt
+from portal.poll.cycle import poll_cycle
+from slurm.adapter import Slurm
+from slurm.runner import SlurmRunner
+from tests.conftest import ROOT
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+CUSTOM = {"commands": "sleep 30", "gpus": 0, "time_limit": 5}
+
+
+def _slurm_jobs(comment: str) -> dict[str, str]:
+    """Slurm job id -> owner, of every job (finished ones too) with this comment."""
+    out = subprocess.run(["squeue", "-h", "-a", "-t", "all", "-o", "%i %u %k"], capture_output=True,
+                         text=True, errors="replace", check=True).stdout
+    return {fields[0]: fields[1] for line in out.splitlines() if (fields := line.split()) and
+            fields[-1] == comment}
+
+
+def _plant(user: str, comment: str) -> str:
+    """A job submitted by hand as `user`, outside the portal, carrying `comment`."""
+    out = subprocess.run(["runuser", "-u", user, "--", "sbatch", "--parsable", f"--comment={comment}",
+                          "--chdir=/tmp", "--output=/dev/null", "--time=5", "--wrap=sleep 60"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip().split(";")[0]
+
+
+def _cycle(slurm: Slurm):
+    report = poll_cycle(slurm=slurm)
+    assert report.ran and report.status.error == "", report
+    return report.jobs
+
+
+def _job(user) -> Job:
+    return job_create(user=user, draft=job_prepare(user=user, template="custom", parameters=CUSTOM))
+
+
+def test_an_sbatch_that_times_out_before_slurmctld_takes_the_job_gives_one_slurm_job(
+        user, polled, slurm, settings, monkeypatch):
+    settings.SLURM_POLL_SECONDS = 8
+    monkeypatch.setenv("LATE_SBATCH_DELAY", "4")
+    late = Slurm(SlurmRunner(bin_dir=slurm.runner.bin_dir, timeout=2,
+                             exec_prefix=(str(ROOT / "tests/faults/late_sbatch.sh"), *slurm.runner.exec_prefix)))
+    job = _job(user)
+    try:
+        job_submit_attempt(job=job_claim(job_id=job.pk), slurm=late)
+        job.refresh_from_db()
+        assert job.state == JobState.QUEUED_IN_PORTAL and job.submit_uncertain_at is not None
+        assert "looking for the job" in job.reason
+
+        # Another worker finds it due at once (its lease cut short): the lookup sees no job yet, and
+        # the fence holds the second sbatch back.
+        Job.objects.filter(pk=job.pk).update(next_attempt_at=job.submitted_at)
+        assert _slurm_jobs(job.slurm_comment) == {}
+        assert _cycle(slurm).fenced == 1
+        job.refresh_from_db()
+        assert job.state == JobState.QUEUED_IN_PORTAL and job.submit_attempts == 1
+
+        # slurmctld registers the late job; a lookup a full cycle after the timeout adopts it.
+        deadline = time.monotonic() + 30
+        while job.state == JobState.QUEUED_IN_PORTAL:
+            assert time.monotonic() < deadline, job.reason
+            time.sleep(1)
+            _cycle(slurm)
+            job.refresh_from_db()
+        found = _slurm_jobs(job.slurm_comment)
+        assert found == {job.slurm_job_id: "alice"}, found
+        assert job.submit_attempts == 1
+    finally:
+        subprocess.run(["scancel", *(_slurm_jobs(job.slurm_comment) or ["0"])], check=False)
+
+
+def test_a_second_slurm_job_with_a_tracked_jobs_comment_is_cancelled_and_recorded(user, polled, slurm):
+    job = _job(user)
+    job_submit_attempt(job=job_claim(job_id=job.pk), slurm=slurm)
+    job.refresh_from_db()
+    assert job.slurm_job_id
+    planted = _plant("alice", job.slurm_comment)
+    try:
+        report = _cycle(slurm)
+        assert report.duplicates_cancelled == [planted]
+        job.refresh_from_db()
+        assert [entry[1] for entry in job.slurm_duplicates] == [planted]
+        assert job.state in (JobState.PENDING, JobState.RUNNING)  # the tracked one lives on
+        state = subprocess.run(["squeue", "-h", "-t", "all", "-j", planted, "-o", "%T"], capture_output=True,
+                               text=True, check=False).stdout.strip()
+        assert state in ("CANCELLED", "COMPLETING", ""), state
+    finally:
+        subprocess.run(["scancel", planted, job.slurm_job_id], check=False)
+
+
+def test_a_due_job_is_never_adopted_from_another_users_job_with_its_comment(user, polled, slurm):
+    UserFactory(username="bob")
+    job = _job(user)
+    Job.objects.filter(pk=job.pk).update(submit_attempts=1, next_attempt_at=job.submitted_at)  # a retry
+    bobs = _plant("bob", job.slurm_comment)
+    try:
+        report = _cycle(slurm)
+        job.refresh_from_db()
+        assert job.slurm_job_id and job.slurm_job_id != bobs
+        assert report.adopted == 0 and report.resubmitted == 1
+        assert _slurm_jobs(job.slurm_comment) == {bobs: "bob", job.slurm_job_id: "alice"}
+        assert bobs not in report.duplicates_cancelled  # bob's job is bob's business
+    finally:
+        subprocess.run(["scancel", bobs, job.slurm_job_id or "0"], check=False)
+
+
+def test_the_lease_is_on_the_databases_clock(user, polled):
+    job = _job(user)
+    claimed = job_claim(job_id=job.pk)
+    assert claimed is not None and job_claim(job_id=job.pk) is None
+    lease = claimed.next_attempt_at - db_now()
+    assert abs(lease.total_seconds() - settings.JOBS_SUBMIT_LEASE_SECONDS) < 5
