@@ -52,8 +52,8 @@ def test_an_sbatch_that_times_out_before_slurmctld_takes_the_job_gives_one_slurm
         user, polled, slurm, settings, monkeypatch):
     settings.SLURM_POLL_SECONDS = 8
     monkeypatch.setenv("LATE_SBATCH_DELAY", "4")
-    late = Slurm(SlurmRunner(bin_dir=slurm.runner.bin_dir, timeout=2,
-                             exec_prefix=(str(ROOT / "tests/faults/late_sbatch.sh"), *slurm.runner.exec_prefix)))
+    prefix = (str(ROOT / "tests/faults/late_sbatch.sh"), *slurm.runner.exec_prefix)
+    late = Slurm(SlurmRunner(bin_dir=slurm.runner.bin_dir, timeout=2, exec_prefix=prefix))
     job = _job(user)
     try:
         job_submit_attempt(job=job_claim(job_id=job.pk), slurm=late)
