@@ -2,13 +2,26 @@
 
 DJANGO_SETTINGS_MODULE=portal.settings.production (deploy/gpuportal.env.example). Refuses to start
 (ImproperlyConfigured) when DJANGO_SECRET_KEY or the secrets shared with the hub are missing, short
-or well known, so a copied example file or a forgotten variable never reaches users.
+or well known, when users' passwords would go to the directory in clear, or when the database has no
+URL of its own or the test bed's credentials, so a copied example file or a forgotten variable never
+reaches users.
 """
+
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import JUPYTERHUB_API_TOKEN, JUPYTERHUB_OAUTH_CLIENT_SECRET, OAUTH2_PROVIDER, SECRET_KEY, env
+from .base import (
+    DATABASES,
+    JUPYTERHUB_API_TOKEN,
+    JUPYTERHUB_OAUTH_CLIENT_SECRET,
+    LDAP_START_TLS,
+    LDAP_URI,
+    OAUTH2_PROVIDER,
+    SECRET_KEY,
+    env,
+)
 
 DEBUG = False
 
@@ -85,3 +98,39 @@ secrets_check({
     "JUPYTERHUB_API_TOKEN": JUPYTERHUB_API_TOKEN,
     "JUPYTERHUB_OAUTH_CLIENT_SECRET": JUPYTERHUB_OAUTH_CLIENT_SECRET,
 })
+
+
+# --- the directory and the database: no password in clear to the directory, no test bed credentials ---
+def ldap_problem(uri: str, start_tls: bool) -> str:
+    """Why logins to `uri` would send users' passwords in clear, or "" when they would not."""
+    scheme = urlsplit(uri).scheme.lower()
+    if scheme in ("ldaps", "ldapi") or (scheme == "ldap" and start_tls):
+        return ""
+    if scheme == "ldap":
+        return ("LDAP_URI is ldap:// without LDAP_START_TLS=true: users' passwords would go to the "
+                "directory in clear (use ldaps://, LDAP_START_TLS=true, or ldapi:// on this host)")
+    return "LDAP_URI is not an ldaps://, ldap:// or ldapi:// URI"
+
+
+def database_problem(url: str, user: str, password: str) -> str:
+    """Why the database settings are the test bed's, or "" when they are a site's own."""
+    if not url:
+        return ("DATABASE_URL is not set (the built-in default is the local test bed's, with its "
+                "well-known password)")
+    lowered = password.lower()
+    if password and (password == user or any(marker in lowered for marker in KNOWN_MARKERS)):
+        return "DATABASE_URL has a well-known password (the test bed's, or a placeholder)"
+    return ""
+
+
+def connections_check(problems: list[str]) -> None:
+    """Raise ImproperlyConfigured naming every unusable setting (never a password)."""
+    if problems := [problem for problem in problems if problem]:
+        raise ImproperlyConfigured("refusing to start: " + "; ".join(problems) + ".")
+
+
+connections_check([
+    ldap_problem(LDAP_URI, LDAP_START_TLS),
+    database_problem(env("DATABASE_URL", default=""), DATABASES["default"]["USER"],
+                     DATABASES["default"]["PASSWORD"]),
+])

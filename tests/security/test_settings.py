@@ -16,7 +16,10 @@ HUB_SECRET_NAMES = ("JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET", "H
 
 
 def _generated() -> dict[str, str]:
-    return {name: secrets.token_hex(32) for name in SECRET_NAMES}
+    """Secrets as `make up` generates them, and the database and directory a site would name."""
+    return {**{name: secrets.token_hex(32) for name in SECRET_NAMES},
+            "DATABASE_URL": f"postgres://gpuportal:{secrets.token_hex(16)}@db.example.org:5432/gpuportal",
+            "LDAP_URI": "ldaps://ldap.example.org", "LDAP_START_TLS": "false"}
 
 
 def _manage(*args: str, **overrides: str | None) -> subprocess.CompletedProcess:
@@ -59,6 +62,35 @@ def test_production_refuses_missing_short_or_known_secrets(name, value):
     assert "ImproperlyConfigured" in result.stderr and name in result.stderr
     if value:
         assert value not in result.stderr  # named, never printed
+
+
+@pytest.mark.parametrize(("name", "overrides", "hidden"), [
+    ("DATABASE_URL", {"DATABASE_URL": None}, ""),  # base.py's default: the test bed's
+    ("DATABASE_URL", {"DATABASE_URL": "postgres://gpuportal:gpuportal@127.0.0.1:5433/gpuportal"}, ""),
+    ("DATABASE_URL", {"DATABASE_URL": "postgres://gpuportal:CHANGE-ME@db.example.org:5432/gpuportal"},
+     "CHANGE-ME"),  # deploy/gpuportal.env.example as shipped
+    ("LDAP_URI", {"LDAP_URI": "ldap://ldap.example.org"}, ""),
+    ("LDAP_URI", {"LDAP_URI": "ldap://127.0.0.1:3389"}, ""),  # the test bed's
+    ("LDAP_URI", {"LDAP_URI": "ldap://10.0.0.5:389", "LDAP_START_TLS": None}, ""),
+    ("LDAP_URI", {"LDAP_URI": "http://ldap.example.org"}, ""),
+])
+def test_production_refuses_cleartext_ldap_and_the_test_beds_database(name, overrides, hidden):
+    result = _manage("check", **{**_generated(), **overrides})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and name in result.stderr
+    assert not hidden or hidden not in result.stderr
+
+
+@pytest.mark.parametrize("overrides", [
+    {"LDAP_URI": "ldaps://ldap.example.org:636"},
+    {"LDAP_URI": "ldap://ldap.example.org", "LDAP_START_TLS": "true"},
+    {"LDAP_URI": "ldapi://%2Frun%2Fslapd%2Fldapi"},
+    # Peer authentication over the socket: no password at all.
+    {"DATABASE_URL": "postgres://gpuportal@/gpuportal?host=/var/run/postgresql"},
+])
+def test_production_accepts_tls_ldap_and_a_sites_own_database(overrides):
+    result = _manage("check", **{**_generated(), **overrides})
+    assert result.returncode == 0, result.stderr
 
 
 def test_production_is_https_only():
