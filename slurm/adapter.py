@@ -69,6 +69,13 @@ class Slurm:
     def cancel(self, *, job_id: str, user: str) -> None:
         self.runner.run("scancel", [job_id], as_user=user)
 
+    def cancel_as_operator(self, *, job_id: str) -> None:
+        """`scancel` as the portal's own account, a Slurm Operator (see time_limit_set): for the work
+        of a user who left the portal's group, as whom sudo may no longer act."""
+        if not _JOB_ID.fullmatch(job_id):
+            raise ValueError(f"not a Slurm job id: {job_id!r}")
+        self.runner.run("scancel", [job_id])
+
     def time_limit_set(self, *, job_id: str, minutes: int) -> None:
         """`scontrol update JobId=N TimeLimit=M` as the portal's own account, not as the job's
         owner: a plain Slurm user may only lower a limit, so raising one (walltime extension)

@@ -352,7 +352,7 @@ ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/a
                 "/admin/accounts/user/", "/admin/extensions/extensionrequest/",
                 "/admin/policy/resourceprofile/",
                 "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
-                "/admin/axes/accessattempt/"]
+                "/admin/axes/accessattempt/", "/admin/notifications/adminnotice/"]
 
 
 @pytest.mark.parametrize("path", ADMIN_ROUTES)

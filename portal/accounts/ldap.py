@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import ldap3
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from ldap3.core import exceptions as ldap_exc
 from ldap3.utils.conv import escape_filter_chars
-from ldap3.utils.dn import escape_rdn
+from ldap3.utils.dn import escape_rdn, parse_dn
 
 logger = logging.getLogger(__name__)
 
@@ -152,28 +153,96 @@ def authenticate(username: str, password: str) -> DirectoryUser:
     )
 
 
-def group_members(group: str) -> set[str]:
-    """The uids of the members of `group` (a groupOfNames), read with the directory's search
-    account (LDAP_BIND_DN; anonymous when empty). Raises DirectoryUnavailable: a caller must never
+@dataclass(frozen=True)
+class GroupMembers:
+    usernames: frozenset[str]
+    # Member DNs that name no user: neither the login DN template's shape nor an entry with the
+    # template's naming attribute (a deleted user, a nested group). Logged, never taken as nobody.
+    unresolved: tuple[str, ...] = ()
+
+
+# Stands for the username while the login DN template is parsed; a DN value may contain braces.
+_USERNAME_SLOT = "{username}"
+
+
+def _user_dn_shape() -> tuple[str, list[tuple[str, str]]]:
+    """The login DN template (LDAP_USER_DN_TEMPLATE) as its naming attribute (e.g. `uid`) and its
+    RDNs, lowercased, with the username's value as _USERNAME_SLOT."""
+    template = settings.LDAP_USER_DN_TEMPLATE.format(username=_USERNAME_SLOT, base=settings.LDAP_BASE_DN)
+    try:
+        rdns = [(kind.lower(), value.lower()) for kind, value, _ in parse_dn(template, strip=True)]
+    except ldap_exc.LDAPInvalidDnError as error:
+        raise ImproperlyConfigured(f"LDAP_USER_DN_TEMPLATE is not a DN: {error}") from error
+    slots = [kind for kind, value in rdns if value == _USERNAME_SLOT]
+    if len(slots) != 1:
+        raise ImproperlyConfigured("LDAP_USER_DN_TEMPLATE must name the user with one attr={username}")
+    return slots[0], rdns
+
+
+def _username_of(dn: str, rdns: list[tuple[str, str]]) -> str | None:
+    """The username of a member DN shaped like the login DN template (attribute names and the
+    fixed values compared case-insensitively, as the directory does); None for any other DN."""
+    try:
+        parsed = [(kind.lower(), value) for kind, value, _ in parse_dn(dn, strip=True)]
+    except ldap_exc.LDAPInvalidDnError:
+        return None
+    if len(parsed) != len(rdns):
+        return None
+    username = None
+    for (kind, value), (want_kind, want_value) in zip(parsed, rdns, strict=True):
+        if kind != want_kind:
+            return None
+        if want_value == _USERNAME_SLOT:
+            username = value.lower()
+        elif value.lower() != want_value:
+            return None
+    return username if username is not None and USERNAME_RE.fullmatch(username) else None
+
+
+def _username_looked_up(connection: ldap3.Connection, dn: str, attribute: str) -> str | None:
+    """Read the naming attribute of the entry a member DN names (a user listed by another DN than
+    the template's, e.g. `cn=Bob Builder,ou=people,...`); None if there is no such user entry."""
+    try:
+        connection.search(dn, "(objectClass=*)", search_scope=ldap3.BASE, attributes=[attribute])
+    except _OUTAGES as error:
+        raise DirectoryUnavailable(str(error)) from error
+    except ldap_exc.LDAPException:  # no such entry, a DN the server cannot parse, no access
+        return None
+    if not connection.response:
+        return None
+    username = _first(connection.response[0].get("attributes") or {}, attribute).lower()
+    return username if USERNAME_RE.fullmatch(username) else None
+
+
+def group_members(group: str) -> GroupMembers:
+    """The users listed in `group` (a groupOfNames), read with the directory's search account
+    (LDAP_BIND_DN; anonymous when empty). A member DN shaped like the login DN template gives its
+    username at once; any other is looked up. Raises DirectoryUnavailable: a caller must never
     take an outage for "nobody is a member"."""
-    base = settings.LDAP_BASE_DN
+    attribute, rdns = _user_dn_shape()
+    usernames: set[str] = set()
+    unresolved: list[str] = []
     try:
         connection = _connection(settings.LDAP_BIND_DN or None, settings.LDAP_BIND_PASSWORD or None)
         connection.bind()
-        connection.search(settings.LDAP_GROUP_BASE.format(base=base),
-                          f"(&(objectClass=groupOfNames)(cn={escape_filter_chars(group)}))",
-                          attributes=["member"])
-        entries = list(connection.response)
-        connection.unbind()
+        try:
+            connection.search(settings.LDAP_GROUP_BASE.format(base=settings.LDAP_BASE_DN),
+                              f"(&(objectClass=groupOfNames)(cn={escape_filter_chars(group)}))",
+                              attributes=["member"])
+            entries = list(connection.response)
+            if not entries:
+                raise DirectoryUnavailable(f"group {group!r} not found under {settings.LDAP_GROUP_BASE}")
+            for dn in (str(dn) for entry in entries for dn in entry["attributes"].get("member", [])):
+                username = _username_of(dn, rdns) or _username_looked_up(connection, dn, attribute)
+                if username is None:
+                    unresolved.append(dn)
+                else:
+                    usernames.add(username)
+        finally:
+            connection.unbind()
     except ldap_exc.LDAPException as error:
         raise DirectoryUnavailable(str(error)) from error
-    if not entries:
-        raise DirectoryUnavailable(f"group {group!r} not found under {settings.LDAP_GROUP_BASE}")
-    members = set()
-    for entry in entries:
-        for dn in entry["attributes"].get("member", []):
-            rdn = str(dn).split(",", 1)[0]
-            key, _, value = rdn.partition("=")
-            if key.strip().lower() == "uid":
-                members.add(value.strip())
-    return members
+    if unresolved:
+        logger.warning("group %s: %d member DN(s) name no user and were not counted: %s", group,
+                       len(unresolved), "; ".join(unresolved[:20]))
+    return GroupMembers(usernames=frozenset(usernames), unresolved=tuple(unresolved))

@@ -17,8 +17,12 @@ from portal.accounts.oauth import oauth_tokens_revoke
 
 logger = logging.getLogger(__name__)
 
-# Sent after a user lost portal access; apps holding access elsewhere (the hub) revoke it.
+# Sent after a user lost portal access, with `user` and `reason`: apps holding access elsewhere (the
+# hub) revoke it, and the user's work is ended in a worker (portal.poll.receivers).
 user_deprovisioned = Signal()
+# Sent when a directory sync deprovisioned nobody because it would have deprovisioned too many, with
+# `subject` and `message` for the admins (portal.notifications tells them).
+directory_sync_refused = Signal()
 
 
 class NotAPortalUser(Exception):
@@ -60,26 +64,41 @@ def _user_update(directory_user: DirectoryUser) -> User:
     return user
 
 
+def deprovision_reason() -> str:
+    """Why the work of an inactive user was ended: what each job, session, TensorBoard and pull
+    records as its end."""
+    return f"Deprovisioned: no longer in {settings.LDAP_USER_GROUP}."
+
+
 def user_deprovision(*, user: User) -> None:
     """A user who left the portal's group: no more API tokens, OAuth grants (the hub's login) or
-    hub tokens; browser sessions end at their next request, as the backend refuses inactive users."""
+    hub tokens; browser sessions end at their next request, as the backend refuses inactive users.
+    Their running and queued work is ended by a worker (the signal's receiver), and by the next
+    poll cycle should that worker never run."""
     User.objects.filter(pk=user.pk).update(is_active=False)
+    user.is_active = False
     ApiToken.objects.filter(user=user).delete()
     oauth_tokens_revoke(user=user)
-    user_deprovisioned.send(sender=User, user=user)
+    user_deprovisioned.send(sender=User, user=user, reason=deprovision_reason())
     logger.info("deprovisioned %s: no longer in %s", user.username, settings.LDAP_USER_GROUP)
 
 
 def directory_sync() -> list[str]:
     """Deprovision every active directory user no longer in LDAP_USER_GROUP, and follow
     LDAP_ADMIN_GROUP; returns who was deprovisioned. A directory outage changes nothing (raises
-    DirectoryUnavailable): an unreachable directory is not an empty group."""
+    DirectoryUnavailable): an unreachable directory is not an empty group. Nor is a directory
+    whose group suddenly lacks more than DIRECTORY_SYNC_MAX_DEPROVISION_SHARE of the active users
+    (emptied, or listing members in a form that names nobody): then nobody is deprovisioned and
+    the admins are told."""
     members = ldap.group_members(settings.LDAP_USER_GROUP)
-    admins = ldap.group_members(settings.LDAP_ADMIN_GROUP)
+    admins = ldap.group_members(settings.LDAP_ADMIN_GROUP).usernames
     # Directory users have no usable password ("!..."); a local emergency superuser is left alone.
     unusable = "!"  # Django's prefix of an unusable password
     directory_users = User.objects.filter(is_active=True, password__startswith=unusable)
-    gone = list(directory_users.exclude(username__in=members))
+    gone = list(directory_users.exclude(username__in=members.usernames).order_by("username"))
+    if _too_many(gone=len(gone), active=directory_users.count()):
+        _directory_sync_refuse(gone=[user.username for user in gone], members=members)
+        return []
     for user in gone:
         user_deprovision(user=user)
     promoted = directory_users.filter(username__in=admins).exclude(is_staff=True)
@@ -87,6 +106,33 @@ def directory_sync() -> list[str]:
     demoted = directory_users.exclude(username__in=admins).filter(Q(is_staff=True) | Q(is_superuser=True))
     demoted.update(is_staff=False, is_superuser=False)
     return [user.username for user in gone]
+
+
+def _too_many(*, gone: int, active: int) -> bool:
+    # One user leaving is never a mass deprovisioning, however small the portal.
+    return gone > max(1.0, settings.DIRECTORY_SYNC_MAX_DEPROVISION_SHARE * active)
+
+
+def _directory_sync_refuse(*, gone: list[str], members: ldap.GroupMembers) -> None:
+    group = settings.LDAP_USER_GROUP
+    share = settings.DIRECTORY_SYNC_MAX_DEPROVISION_SHARE
+    names = ", ".join(gone[:20]) + (f" and {len(gone) - 20} more" if len(gone) > 20 else "")
+    lines = [
+        f"The directory sync found {len(gone)} active portal users no longer in {group} ({names}): "
+        f"more than DIRECTORY_SYNC_MAX_DEPROVISION_SHARE ({share:.0%}) of the active users. Nobody "
+        "was deprovisioned, and no admin rights changed.",
+        f"{group} lists {len(members.usernames)} users.",
+    ]
+    if members.unresolved:
+        lines.append(f"{len(members.unresolved)} of its member DNs name no user (not the form of "
+                     f"LDAP_USER_DN_TEMPLATE, and no entry with its naming attribute), e.g. "
+                     f"{members.unresolved[0]}.")
+    lines.append("If the departures are real, raise the share for one sync (or deactivate them in the "
+                 "Django admin); otherwise mend the directory. Each sync checks again.")
+    message = "\n".join(lines)
+    logger.error("directory sync refused: %s", message)
+    directory_sync_refused.send(sender=User, subject=f"Directory sync refused: {len(gone)} users "
+                                f"would leave {group}", message=message)
 
 
 def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:

@@ -7,4 +7,4 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
-        from portal.notifications import receivers  # noqa: F401 (connects the jobs_ended receiver)
+        from portal.notifications import receivers  # noqa: F401 (connects the receivers)

@@ -14,6 +14,7 @@ from portal.cluster.services import cluster_refresh
 from portal.core.locks import advisory_lock
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
 from portal.policy.services import policy_publish
+from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.servers.models import NotebookServer
 from portal.servers.services import (
     servers_apply_accounting,
@@ -40,6 +41,7 @@ class CycleReport:
     servers_ended: int = 0
     servers_cancelled: int = 0
     sacct_calls: int = 0
+    inactive: InactiveWorkReport | None = None  # the work of deprovisioned users it ended
 
 
 def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
@@ -59,9 +61,12 @@ def _cycle(slurm: Slurm) -> CycleReport:
     servers_hub_sync()  # one hub listing for everybody: pages read session states from the database
     if queue is None:
         return CycleReport(ran=True, status=status)
+    # Before anything is followed or submitted: deprovisioned users' work ends here at the latest.
+    inactive = inactive_work_end(queue=queue, slurm=slurm)
     servers_queue_publish(queue=queue, taken_before=status.checked_at)  # the hub's routine polls
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
     report.status = status
+    report.inactive = inactive
     # After the queue is followed: a server Slurm started this cycle is not cancelled.
     report.servers_cancelled = servers_queue_timeout(now=status.checked_at)
     return report

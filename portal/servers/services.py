@@ -171,11 +171,13 @@ def server_spawn_dispatch(*, server: NotebookServer) -> None:
 
 
 def _spawn_claim(server_id: int, now: datetime) -> NotebookServer | None:
-    """One attempt at a time: whoever moves spawn_attempts on holds the attempt."""
+    """One attempt at a time: whoever moves spawn_attempts on holds the attempt. Never for an
+    inactive user (deprovisioned: portal.poll.deprovisioned ends the record)."""
     due = now - timedelta(seconds=settings.SERVERS_SPAWN_RETRY_SECONDS)
     claimed = NotebookServer.objects.filter(
         Q(spawn_attempted_at__isnull=True) | Q(spawn_attempted_at__lt=due), pk=server_id,
         hub_accepted_at__isnull=True, ended_at__isnull=True, stop_requested_at__isnull=True,
+        user__is_active=True,
     ).update(spawn_attempts=F("spawn_attempts") + 1, spawn_attempted_at=now)
     return NotebookServer.objects.select_related("user").get(pk=server_id) if claimed else None
 
@@ -230,7 +232,8 @@ def servers_spawn_retry(*, now: datetime) -> int:
     due = now - timedelta(seconds=settings.SERVERS_SPAWN_RETRY_SECONDS)
     waiting = list(NotebookServer.objects.filter(
         hub_accepted_at__isnull=True, ended_at__isnull=True, stop_requested_at__isnull=True,
-        created_at__lt=due).filter(Q(spawn_attempted_at__isnull=True) | Q(spawn_attempted_at__lt=due)))
+        created_at__lt=due, user__is_active=True,
+    ).filter(Q(spawn_attempted_at__isnull=True) | Q(spawn_attempted_at__lt=due)))
     for server in waiting:
         server_spawn_dispatch(server=server)
     return len(waiting)

@@ -116,6 +116,9 @@ LDAP_BIND_DN = env("LDAP_BIND_DN", default="")
 LDAP_BIND_PASSWORD = env("LDAP_BIND_PASSWORD", default="")
 # Users who left LDAP_USER_GROUP lose tokens and grants within this many seconds (and at login).
 DIRECTORY_SYNC_SECONDS = env.float("DIRECTORY_SYNC_SECONDS", default=300.0)
+# A sync that would deprovision more than this share of the active users (and more than one user)
+# deprovisions nobody and tells the admins: an emptied or misread group is not a mass departure.
+DIRECTORY_SYNC_MAX_DEPROVISION_SHARE = env.float("DIRECTORY_SYNC_MAX_DEPROVISION_SHARE", default=0.1)
 # Personal API tokens expire after this many days (0: never).
 API_TOKEN_LIFETIME_DAYS = env.int("API_TOKEN_LIFETIME_DAYS", default=90)
 LDAP_USER_GROUP = env("LDAP_USER_GROUP", default="portal-users")

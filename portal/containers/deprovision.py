@@ -1,0 +1,36 @@
+"""Ending the image pulls of users who lost portal access (portal.accounts deprovisions them).
+
+Run by a worker and by every poll cycle, never in a web request; Slurm jobs are cancelled as the
+portal's own account (a Slurm Operator), as sudo may no longer act as somebody who left the group.
+"""
+
+import logging
+
+from django.utils import timezone
+
+from portal.containers.models import Pull
+from slurm.adapter import Slurm
+from slurm.errors import SlurmRejected
+
+logger = logging.getLogger(__name__)
+
+_ACTIVE = (Pull.State.PENDING, Pull.State.RUNNING)
+
+
+def pulls_of_inactive_end(*, reason: str, user_id: int | None = None, slurm: Slurm | None = None) -> int:
+    """Cancel every pull of an inactive user still pending or running (only `user_id`'s, if given):
+    it fails with `reason`. Returns how many. Raises SlurmUnreachable when Slurm does not answer."""
+    pulls = Pull.objects.filter(user__is_active=False, state__in=_ACTIVE)
+    if user_id is not None:
+        pulls = pulls.filter(user_id=user_id)
+    ended = 0
+    for pull in pulls:
+        if pull.slurm_job_id:
+            slurm = slurm or Slurm.from_settings()
+            try:
+                slurm.cancel_as_operator(job_id=pull.slurm_job_id)
+            except SlurmRejected as error:  # it ended meanwhile
+                logger.info("pull %s: scancel %s refused: %s", pull.pk, pull.slurm_job_id, error.message)
+        ended += Pull.objects.filter(pk=pull.pk, state__in=_ACTIVE).update(
+            state=Pull.State.FAILED, error=reason, updated=timezone.now())
+    return ended
