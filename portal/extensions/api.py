@@ -4,8 +4,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.core.errors import NotFound
 from portal.extensions.models import ExtensionRequest
-from portal.extensions.selectors import extension_list
+from portal.extensions.selectors import Target, extension_list, job_target, session_target
 from portal.extensions.serializers import ExtendInputSerializer, ExtensionSerializer
 from portal.extensions.services import job_extend, session_extend
 
@@ -27,7 +28,11 @@ def _answer(extension: ExtensionRequest) -> Response:
                     status=status.HTTP_202_ACCEPTED if waiting else status.HTTP_200_OK)
 
 
-def _minutes(request: Request) -> int:
+def _minutes(request: Request, target: Target | None) -> int:
+    """The body's minutes, read only once the target is known to be the user's: another user's id
+    is a 404 whatever the body holds (the service looks again, under a lock)."""
+    if target is None:
+        raise NotFound("No such session or job.")
     data = ExtendInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     return data.validated_data["minutes"]
@@ -37,14 +42,16 @@ class SessionExtendApi(APIView):
     @extend_schema(request=ExtendInputSerializer, responses=_RESPONSES, description=_DESCRIPTION,
                    summary="More time for a running notebook server")
     def post(self, request: Request, name: str) -> Response:
-        return _answer(session_extend(user=request.user, name=name, minutes=_minutes(request)))
+        minutes = _minutes(request, session_target(user=request.user, name=name))
+        return _answer(session_extend(user=request.user, name=name, minutes=minutes))
 
 
 class JobExtendApi(APIView):
     @extend_schema(request=ExtendInputSerializer, responses=_RESPONSES, description=_DESCRIPTION,
                    summary="More time for a running job")
     def post(self, request: Request, job_id: int) -> Response:
-        return _answer(job_extend(user=request.user, job_id=job_id, minutes=_minutes(request)))
+        minutes = _minutes(request, job_target(user=request.user, job_id=job_id))
+        return _answer(job_extend(user=request.user, job_id=job_id, minutes=minutes))
 
 
 class ExtensionListApi(APIView):

@@ -2,6 +2,7 @@ import math
 
 from rest_framework import serializers
 
+from portal.core import fields
 from portal.extensions.models import ExtensionRequest
 from portal.extensions.services import MAX_EXTRA_MINUTES
 
@@ -9,10 +10,10 @@ from portal.extensions.services import MAX_EXTRA_MINUTES
 class ExtendInputSerializer(serializers.Serializer):
     """Exactly one of `minutes` or `hours` (rounded up to whole minutes)."""
 
-    minutes = serializers.IntegerField(required=False, min_value=1, max_value=MAX_EXTRA_MINUTES,
-                                       help_text="Extra minutes to add to the time limit")
-    hours = serializers.FloatField(required=False, min_value=1 / 60, max_value=MAX_EXTRA_MINUTES / 60,
-                                   help_text="Extra hours, instead of minutes")
+    minutes = fields.IntegerField(required=False, min_value=1, max_value=MAX_EXTRA_MINUTES,
+                                  help_text="Extra minutes to add to the time limit")
+    hours = fields.FloatField(required=False, min_value=1 / 60, max_value=MAX_EXTRA_MINUTES / 60,
+                              help_text="Extra hours, instead of minutes")
 
     def validate(self, attrs: dict) -> dict:
         unknown = sorted(set(self.initial_data) - set(self.fields)) if isinstance(self.initial_data, dict) \
