@@ -209,7 +209,9 @@ TENSORBOARD_SESSION_LOGDIR = env("TENSORBOARD_SESSION_LOGDIR", default="{home}/l
 # --- Celery ---
 CELERY_BROKER_URL = env("REDIS_URL", default="redis://127.0.0.1:6390/0")
 CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_TIME_LIMIT = 120
+# A task still running after this many seconds is killed (prefork: its pool process gets SIGKILL)
+# and fails with TimeLimitExceeded; the worker goes on with a fresh process.
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT_SECONDS", default=120)
 CELERY_BEAT_SCHEDULE = {
     "slurm-poll": {
         "task": "portal.poll.tasks.poll_cycle",

@@ -1,35 +1,41 @@
 """Smoke test of the production settings: a second portal next to the dev one, started the way
 scripts/up.sh starts it (gunicorn as the unprivileged gpuportal account, settings and secrets from a
 0600 environment file) but with DJANGO_SETTINGS_MODULE=portal.settings.production, DEBUG off, freshly
-generated secrets, its own PostgreSQL database and a free loopback port. nginx is stood in for by the
-X-Forwarded-Proto header it sets, and, where nginx is installed, by deploy/nginx/gpuportal.conf
-itself on loopback ports with a throwaway certificate."""
+generated secrets, its own PostgreSQL role and database, LDAP over TLS (tests/deploy/bed.py) and a
+free loopback port. nginx is stood in for by the X-Forwarded-Proto header it sets, and, where nginx
+is installed, by deploy/nginx/gpuportal.conf itself on loopback ports with a throwaway certificate."""
 
 import os
 import pwd
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 import requests
 
 from tests.conftest import DEMO_PASSWORDS, ROOT
-from tests.ports import free_port
+from tests.deploy.bed import (
+    PORTAL_USER,
+    as_portal,
+    database_of_its_own,
+    ldaps_front,
+    portal_env_file,
+    portal_workdir,
+    stop_groups,
+    throwaway_certificate,
+)
+from tests.ports import free_port, free_ports
 
 pytestmark = pytest.mark.integration
 
-AS_PORTAL = Path(__file__).with_name("as_portal.sh")
 NGINX_SITE = ROOT / "deploy/nginx/gpuportal.conf"
-PORTAL_USER = "gpuportal"
 PUBLIC_NAME = "gpu.example.org"  # the portal's name in deploy/nginx/gpuportal.conf
 HTTPS = {"X-Forwarded-Proto": "https"}  # what nginx sets; without it the portal redirects to https
 
@@ -47,64 +53,50 @@ class Portal:
         return requests.get(f"{self.url}{path}", headers=headers, timeout=30, allow_redirects=False, **kwargs)
 
     def manage(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([AS_PORTAL, self.env_file, "-", "python", "manage.py", *args], cwd=ROOT,
+        return subprocess.run(as_portal(self.env_file, "-", "python", "manage.py", *args), cwd=ROOT,
                               capture_output=True, text=True, timeout=300, check=False)
-
-
-def _database_url(name: str) -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def _admin_sql(statement: str) -> None:
-    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
-        connection.execute(statement)
 
 
 @pytest.fixture(scope="module")
 def production_portal():
     if os.geteuid() != 0:
         pytest.skip("starts the portal as the gpuportal account: run as root (like make up)")
-    account = pwd.getpwnam(PORTAL_USER)
-    workdir = Path(tempfile.mkdtemp(prefix="gpuportal-production-"))
-    os.chown(workdir, account.pw_uid, account.pw_gid)
-    workdir.chmod(0o700)
-    database = f"gpuportal_production_{os.getpid()}"
-    port = free_port()
+    workdir = portal_workdir("gpuportal-production-")
+    port, ldaps_port = free_ports(2)
     origin = f"https://127.0.0.1:{port}"
-    settings = {
-        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
-        # Generated here, like `openssl rand -hex 32` in deploy/gpuportal.env.example.
-        "DJANGO_SECRET_KEY": secrets.token_hex(32),
-        "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
-        "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
-        "DJANGO_ALLOWED_HOSTS": f"127.0.0.1,{PUBLIC_NAME}",
-        "DJANGO_CSRF_TRUSTED_ORIGINS": origin,
-        "DATABASE_URL": _database_url(database),
-        # A Redis database of its own: no cache key or broker queue shared with the dev portal.
-        "REDIS_URL": re.sub(r"/\d+$", "/13", os.environ["REDIS_URL"]),
-        "LDAP_URI": os.environ["LDAP_URI"],
-        "LDAP_BASE_DN": os.environ["LDAP_BASE_DN"],
-        "STATIC_ROOT": str(workdir / "static"),
-    }
-    env_file = workdir / "gpuportal.env"
-    env_file.write_text("".join(f"{name}='{value}'\n" for name, value in settings.items()))
-    os.chown(env_file, account.pw_uid, account.pw_gid)
-    env_file.chmod(0o600)
-    _admin_sql(f'CREATE DATABASE "{database}"')
-    portal = Portal(url=f"http://127.0.0.1:{port}", port=port, env_file=env_file,
-                    log=workdir / "gunicorn.log", pid=0)
-    process = None
-    try:
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        database_url = stack.enter_context(database_of_its_own(f"gpuportal_production_{os.getpid()}"))
+        certificate = throwaway_certificate(workdir, "127.0.0.1", ["IP:127.0.0.1"])
+        ldap_uri = stack.enter_context(ldaps_front(ldaps_port, certificate))
+        env_file = portal_env_file(workdir, {
+            "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+            # Generated here, like `openssl rand -hex 32` in deploy/gpuportal.env.example.
+            "DJANGO_SECRET_KEY": secrets.token_hex(32),
+            "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
+            "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
+            "DJANGO_ALLOWED_HOSTS": f"127.0.0.1,{PUBLIC_NAME}",
+            "DJANGO_CSRF_TRUSTED_ORIGINS": origin,
+            "DATABASE_URL": database_url,
+            # A Redis database of its own: no cache key or broker queue shared with the dev portal.
+            "REDIS_URL": re.sub(r"/\d+$", "/13", os.environ["REDIS_URL"]),
+            "LDAP_URI": ldap_uri,
+            "LDAP_CA_FILE": str(certificate[0]),
+            "LDAP_BASE_DN": os.environ["LDAP_BASE_DN"],
+            "STATIC_ROOT": str(workdir / "static"),
+        })
+        portal = Portal(url=f"http://127.0.0.1:{port}", port=port, env_file=env_file,
+                        log=workdir / "gunicorn.log", pid=0)
         for step in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
             done = portal.manage(*step)
             assert done.returncode == 0, done.stdout + done.stderr
         # The same gunicorn command line as scripts/up.sh, on the free port.
         process = subprocess.Popen(
-            [AS_PORTAL, env_file, portal.log, "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", "2", "--threads", "2", "--timeout", "60",
-             "--control-socket", str(workdir / "gunicorn.ctl")],
+            as_portal(env_file, portal.log, "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}",
+                      "--workers", "2", "--threads", "2", "--timeout", "60",
+                      "--control-socket", str(workdir / "gunicorn.ctl")),
             cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True)
+        stack.callback(stop_groups, [process])
         portal.pid = process.pid
         deadline = time.monotonic() + 60
         while not _answers(portal):
@@ -112,16 +104,6 @@ def production_portal():
             assert time.monotonic() < deadline, f"gunicorn did not answer:\n{_tail(portal.log)}"
             time.sleep(0.3)
         yield portal
-    finally:
-        if process is not None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-        _admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _answers(portal: Portal) -> bool:
@@ -232,11 +214,7 @@ def nginx_front(production_portal):
         pytest.skip("nginx is not installed")
     workdir = Path(tempfile.mkdtemp(prefix="gpuportal-nginx-"))
     https_port, http_port = free_port(), free_port()
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", workdir / "privkey.pem", "-out", workdir / "fullchain.pem",
-                    "-subj", f"/CN={PUBLIC_NAME}",
-                    "-addext", f"subjectAltName=DNS:{PUBLIC_NAME},DNS:hub.{PUBLIC_NAME}"],
-                   check=True, capture_output=True, timeout=60)
+    throwaway_certificate(workdir, PUBLIC_NAME, [f"DNS:{PUBLIC_NAME}", f"DNS:hub.{PUBLIC_NAME}"])
     site = NGINX_SITE.read_text()
     for old, new in ((r"listen \[::\]:\d+[^;]*;", ""),
                      (r"listen 443 ssl", f"listen 127.0.0.1:{https_port} ssl"),
@@ -268,8 +246,7 @@ def nginx_front(production_portal):
             time.sleep(0.3)
         yield workdir, https_port, http_port
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
+        stop_groups([process])
         shutil.rmtree(workdir, ignore_errors=True)
 
 

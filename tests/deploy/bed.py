@@ -1,0 +1,154 @@
+"""A second, production-settings portal on the shared test bed (tests/deploy): its environment file
+and its processes as the portal's account, a PostgreSQL role and database of its own with a generated
+password, and LDAP over TLS with a throwaway certificate in front of the bed's plain-LDAP slapd."""
+
+import os
+import pwd
+import secrets
+import select
+import signal
+import socket
+import socketserver
+import ssl
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from urllib.parse import urlsplit
+
+AS_PORTAL = Path(__file__).with_name("as_portal.sh")
+PORTAL_USER = "gpuportal"
+
+
+def throwaway_certificate(directory: Path, common_name: str, alt_names: list[str]) -> tuple[Path, Path]:
+    """A self-signed certificate valid for one day (alt_names: 'DNS:name' or 'IP:address'), and its key."""
+    cert, key = directory / "fullchain.pem", directory / "privkey.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", key, "-out", cert, "-subj", f"/CN={common_name}",
+                    "-addext", f"subjectAltName={','.join(alt_names)}"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def _postgres_admin(sql: str) -> None:
+    """SQL as the bed's superuser (slurm/dev/services/postgres.sh: peer auth on its own socket); the
+    portal's role may create databases but not roles."""
+    socket_dir = Path(os.environ.get("GPUPORTAL_STATE", "/var/lib/gpuportal")) / "postgres" / "run"
+    port = str(urlsplit(os.environ["DATABASE_URL"]).port)
+    subprocess.run(["runuser", "-u", "postgres", "--", "psql", "-h", socket_dir, "-p", port, "-U", "postgres",
+                    "-d", "postgres", "-XtAq", "-v", "ON_ERROR_STOP=1"],
+                   input=sql, text=True, check=True, capture_output=True, timeout=60)
+
+
+@contextmanager
+def database_of_its_own(name: str) -> Iterator[str]:
+    """A role `name` with a generated password owning a database `name`; yields its DATABASE_URL.
+    The password goes to psql on stdin, never on a command line."""
+    password = secrets.token_hex(24)
+    _postgres_admin(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}';\n"
+                    f'CREATE DATABASE "{name}" OWNER "{name}";\n')
+    try:
+        bed = urlsplit(os.environ["DATABASE_URL"])
+        yield f"postgres://{name}:{password}@{bed.hostname}:{bed.port}/{name}"
+    finally:
+        _postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);\nDROP ROLE IF EXISTS "{name}";\n')
+
+
+class _TlsFront(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port: int, upstream: tuple[str, int], context: ssl.SSLContext) -> None:
+        super().__init__(("127.0.0.1", port), _Forward)
+        self.upstream = upstream
+        self.context = context
+
+
+class _Forward(socketserver.BaseRequestHandler):
+    server: _TlsFront
+
+    def handle(self) -> None:
+        try:
+            with self.server.context.wrap_socket(self.request, server_side=True) as client, \
+                    socket.create_connection(self.server.upstream, timeout=10) as upstream:
+                _pump(client, upstream)
+        except OSError:  # a client that gave up, or refused the certificate: its problem
+            pass
+
+
+def _pump(client: ssl.SSLSocket, upstream: socket.socket) -> None:
+    while True:
+        readable, _, _ = select.select([client, upstream], [], [], 120)
+        if not readable:
+            return
+        for source in readable:
+            target = upstream if source is client else client
+            data = source.recv(65536)
+            # Decrypted bytes OpenSSL already holds are invisible to select: drain them now.
+            while isinstance(source, ssl.SSLSocket) and source.pending():
+                data += source.recv(source.pending())
+            if not data:
+                return
+            target.sendall(data)
+
+
+@contextmanager
+def ldaps_front(port: int, certificate: tuple[Path, Path]) -> Iterator[str]:
+    """ldaps:// on a loopback port, forwarding to the bed's slapd, which speaks plain LDAP only:
+    the portal's side is real TLS checked against the certificate (LDAP_CA_FILE), the hop behind it
+    stays on loopback. Yields the LDAP_URI."""
+    bed = urlsplit(os.environ["LDAP_URI"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*certificate)
+    server = _TlsFront(port, (bed.hostname, bed.port), context)
+    thread = threading.Thread(target=server.serve_forever, name="ldaps-front", daemon=True)
+    thread.start()
+    try:
+        yield f"ldaps://127.0.0.1:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def portal_env_file(workdir: Path, settings: dict[str, str]) -> Path:
+    """The environment file of a portal of the test's own (deploy/gpuportal.env.example's format),
+    owned by the portal's account, mode 0600, as scripts/up.sh writes the bed's."""
+    account = pwd.getpwnam(PORTAL_USER)
+    env_file = workdir / "gpuportal.env"
+    env_file.write_text("".join(f"{name}='{value}'\n" for name, value in settings.items()))
+    os.chown(env_file, account.pw_uid, account.pw_gid)
+    env_file.chmod(0o600)
+    return env_file
+
+
+def as_portal(env_file: Path, log: Path | str, *argv: str) -> list[str]:
+    """argv run as scripts/up.sh runs the portal's processes, with `env_file` (tests/deploy/as_portal.sh);
+    log "-": the caller's stdout and stderr."""
+    return [str(AS_PORTAL), str(env_file), str(log), *argv]
+
+
+def portal_workdir(prefix: str) -> Path:
+    """A temporary folder of the portal's account, private to it (state, sockets, logs)."""
+    account = pwd.getpwnam(PORTAL_USER)
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chown(workdir, account.pw_uid, account.pw_gid)
+    workdir.chmod(0o700)
+    return workdir
+
+
+def stop_groups(processes: Iterable[subprocess.Popen]) -> None:
+    """Stop each process started with start_new_session and its whole group (gunicorn's workers, a
+    prefork pool), even where the leader is gone first: SIGTERM to all, then SIGKILL to what is left."""
+    processes = list(processes)
+    for process in processes:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in processes:
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=20)
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
