@@ -46,7 +46,8 @@ class TokenListCreateApi(APIView):
         201: ApiTokenCreatedSerializer,
         401: OpenApiResponse(ErrorSerializer, description="Wrong username or password (counted)"),
         403: OpenApiResponse(ErrorSerializer, description="Not in the portal's LDAP group"),
-        429: OpenApiResponse(ErrorSerializer, description="Locked out after too many failures"),
+        429: OpenApiResponse(ErrorSerializer, description="Too many failures: locked out from this address, "
+                             "or the username's short delay (Retry-After says how long)"),
         503: OpenApiResponse(ErrorSerializer, description="The directory is unavailable"),
     }, auth=[], summary="Obtain a token with LDAP username and password")
     def post(self, request: Request) -> Response:

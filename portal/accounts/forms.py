@@ -3,6 +3,7 @@ from django.http import HttpRequest
 
 from portal.accounts.login import LoginRefused, login_check
 from portal.accounts.models import User
+from portal.core.errors import PortalError
 
 
 class LoginForm(forms.Form):
@@ -13,6 +14,7 @@ class LoginForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.request = request
         self.user: User | None = None
+        self.refused: PortalError | None = None
 
     def clean(self) -> dict:
         cleaned = super().clean()
@@ -25,6 +27,7 @@ class LoginForm(forms.Form):
                 request=self.request, username=cleaned["username"], password=cleaned["password"]
             )
         except LoginRefused as refused:
+            self.refused = refused
             raise forms.ValidationError(refused.message, code=refused.code) from refused
         return cleaned
 

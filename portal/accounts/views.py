@@ -9,6 +9,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from portal.accounts.forms import ApiTokenForm, LoginForm
 from portal.accounts.selectors import api_token_list
 from portal.accounts.services import api_token_create, api_token_revoke
+from portal.core.api_errors import error_headers
+from portal.core.errors import TooManyRequests
 
 
 @require_http_methods(["GET", "POST"])
@@ -20,8 +22,13 @@ def login_view(request: HttpRequest) -> HttpResponse:
         if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
             next_url = "cluster:status"
         return redirect(next_url)
-    return render(request, "accounts/login.html", {"form": form, "next": request.GET.get("next", "")},
-                  status=400 if form.errors else 200)
+    # Too many failures is a 429 with Retry-After on the page too; other refusals are the form's 400.
+    too_many = isinstance(form.refused, TooManyRequests)
+    response = render(request, "accounts/login.html", {"form": form, "next": request.GET.get("next", "")},
+                      status=429 if too_many else 400 if form.errors else 200)
+    for name, value in error_headers(form.refused).items() if too_many else ():
+        response[name] = value
+    return response
 
 
 @require_POST

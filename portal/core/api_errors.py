@@ -31,6 +31,12 @@ def error_body(error: PortalError) -> dict[str, Any]:
     return {"detail": error.message, "code": error.code, "fields": fields}
 
 
+def error_headers(error: PortalError) -> dict[str, str]:
+    """Headers an error's status needs: Retry-After on a 429 that knows when."""
+    retry_after = getattr(error, "retry_after", None)
+    return {"Retry-After": str(retry_after)} if retry_after is not None else {}
+
+
 def portal_error_of(exc: Exception) -> PortalError | None:
     """The portal's error for an exception, or None for a bug (answered as a logged 500)."""
     if isinstance(exc, PortalError):
@@ -61,7 +67,8 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         exc = exceptions.PermissionDenied()
     portal_error = portal_error_of(exc)
     if portal_error is not None:
-        return Response(error_body(portal_error), status=portal_error.status)
+        return Response(error_body(portal_error), status=portal_error.status,
+                        headers=error_headers(portal_error))
     if isinstance(exc, exceptions.APIException):
         detail = exc.detail
         code = detail.code if isinstance(detail, exceptions.ErrorDetail) else exc.default_code

@@ -57,8 +57,14 @@ class TooLarge(PortalError):
 
 
 class TooManyRequests(PortalError):
+    """`retry_after`: whole seconds until a retry may succeed (the Retry-After header)."""
+
     status = 429
     code = "too_many_requests"
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after: int | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
 
 
 class Unavailable(PortalError):

@@ -6,7 +6,7 @@ import logging
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from portal.core.api_errors import error_body, portal_error_of
+from portal.core.api_errors import error_body, error_headers, portal_error_of
 from portal.core.errors import NotFound, PortalError
 
 logger = logging.getLogger(__name__)
@@ -26,8 +26,11 @@ class PortalErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if (error := portal_error_of(exception)) is not None:
             if is_api(request):
-                return JsonResponse(error_body(error), status=error.status)
-            return render(request, "error.html", {"error": error}, status=error.status)
+                return JsonResponse(error_body(error), status=error.status, headers=error_headers(error))
+            response = render(request, "error.html", {"error": error}, status=error.status)
+            for name, value in error_headers(error).items():
+                response[name] = value
+            return response
         if is_api(request):
             logger.exception("unhandled error on %s", request.path)
             return JsonResponse({"detail": "Internal error; it has been logged.", "code": "server_error",

@@ -3,11 +3,13 @@
 `slurm/dev/env.sh` exports the values for the local cluster that `make up` starts.
 """
 
+import ipaddress
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -129,8 +131,25 @@ AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# A refused attempt is no guess: it neither extends a lockout nor counts towards a username's delay.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "portal.accounts.lockout.locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.core.client_address.client_address"
 AXES_VERBOSE = False
+# Proxies (addresses or networks) whose X-Forwarded-For / X-Real-IP name the client; nobody else's
+# are believed. Behind deploy/nginx/gpuportal.conf on the same host: 127.0.0.1,::1.
+TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError as _error:
+        raise ImproperlyConfigured(f"TRUSTED_PROXIES: {_proxy!r} is no address or network") from _error
+# Per username, whatever the address: after this many failures within AXES_COOLOFF_TIME, each further
+# attempt waits LOGIN_DELAY_SECONDS after the last failure, doubling with every failure up to
+# LOGIN_DELAY_MAX_SECONDS (429, Retry-After). Short: anybody can make a username wait, never for long.
+LOGIN_DELAY_AFTER_FAILURES = env.int("LOGIN_DELAY_AFTER_FAILURES", default=5)
+LOGIN_DELAY_SECONDS = env.float("LOGIN_DELAY_SECONDS", default=1.0)
+LOGIN_DELAY_MAX_SECONDS = env.float("LOGIN_DELAY_MAX_SECONDS", default=30.0)
 
 # --- Slurm (slurm.client) ---
 SLURM_BIN_DIR = env("SLURM_BIN_DIR", default="/usr/bin")

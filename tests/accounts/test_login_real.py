@@ -66,7 +66,7 @@ def test_repeated_failures_lock_the_account_out(client, settings):
     for _ in range(settings.AXES_FAILURE_LIMIT):
         _login(client, "bob", "wrong")
     response = _login(client, "bob", "bob-pw")
-    assert response.status_code == 400 and b"locked" in response.content
+    assert response.status_code == 429 and b"locked" in response.content and response["Retry-After"]
     assert "_auth_user_id" not in client.session
 
 
