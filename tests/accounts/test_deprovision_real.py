@@ -12,33 +12,10 @@ from oauth2_provider.models import AccessToken, Application
 from portal.accounts import ldap
 from portal.accounts.models import ApiToken, User
 from portal.accounts.services import directory_sync
-from tests.conftest import DEMO_PASSWORDS, ROOT
+from tests.accounts.conftest import token_of
+from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
-SUFFIX = "dc=gpuportal,dc=test"
-LDAP = ["-x", "-H", "ldap://127.0.0.1:3389", "-D", f"cn=admin,{SUFFIX}", "-w", "ldap-admin"]
-
-
-def _membership(change: str, uid: str) -> None:
-    ldif = (f"dn: cn=portal-users,ou=groups,{SUFFIX}\nchangetype: modify\n{change}: member\n"
-            f"member: uid={uid},ou=people,{SUFFIX}\n")
-    subprocess.run(["ldapmodify", *LDAP], input=ldif, text=True, check=True, capture_output=True)
-
-
-@pytest.fixture
-def bob_leaves():
-    """Takes bob out of portal-users when called; he is always put back after the test."""
-    left = []
-
-    def leave() -> None:
-        _membership("delete", "bob")
-        left.append(True)
-
-    try:
-        yield leave
-    finally:
-        if left:
-            _membership("add", "bob")
 
 
 @pytest.fixture(autouse=True)
@@ -47,15 +24,8 @@ def _no_hub(settings):
     settings.JUPYTERHUB_TIMEOUT_SECONDS = 1
 
 
-def _token(api_client, user):
-    response = api_client.post("/api/v1/tokens/", {"username": user, "password": DEMO_PASSWORDS[user]},
-                               format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["token"]
-
-
 def test_a_user_who_left_the_group_loses_tokens_and_grants(api_client, bob_leaves):
-    key = _token(api_client, "bob")
+    key = token_of(api_client, "bob")
     bob = User.objects.get(username="bob")
     app = Application.objects.create(name="x", client_type="confidential",
                                      authorization_grant_type="password")
@@ -74,7 +44,7 @@ def test_a_user_who_left_the_group_loses_tokens_and_grants(api_client, bob_leave
 
 
 def test_login_deprovisions_at_once(api_client, bob_leaves):
-    _token(api_client, "bob")
+    token_of(api_client, "bob")
     bob_leaves()
     refused = api_client.post("/api/v1/tokens/", {"username": "bob", "password": "bob-pw"}, format="json")
     assert refused.status_code == 403
@@ -82,8 +52,8 @@ def test_login_deprovisions_at_once(api_client, bob_leaves):
 
 
 def test_directory_sync_keeps_members_and_follows_the_admin_group(api_client):
-    _token(api_client, "alice")
-    _token(api_client, "ada")
+    token_of(api_client, "alice")
+    token_of(api_client, "ada")
     assert directory_sync() == []
     assert User.objects.get(username="ada").is_staff and not User.objects.get(username="alice").is_staff
 
@@ -105,7 +75,7 @@ def test_control_characters_count_towards_the_lockout(api_client, settings):
 
 @pytest.mark.fault
 def test_slapd_stopped_logins_unavailable_tokens_keep_working(api_client):
-    key = _token(api_client, "alice")
+    key = token_of(api_client, "alice")
     pid = int(Path("/var/lib/gpuportal/ldap/slapd.pid").read_text())
     os.kill(pid, 15)
     try:
