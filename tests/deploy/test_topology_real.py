@@ -95,10 +95,15 @@ class Topology:
         return requests.get(f"{self.url}{path}", headers=headers, timeout=30, allow_redirects=False, **kwargs)
 
 
-def _manage(env_file: Path, *argv: str) -> None:
-    done = subprocess.run(as_portal(env_file, "-", *argv), cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert done.returncode == 0, f"{shlex.join(argv)}:\n{done.stdout}{done.stderr}"
+def _run_at_once(env_file: Path, commands: list[list[str]]) -> None:
+    """Independent commands as the portal's account, side by side (each starts Django: seconds of
+    CPU); every one must succeed."""
+    running = [(command, subprocess.Popen(as_portal(env_file, "-", *command), cwd=ROOT, text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+               for command in commands]
+    outputs = [process.communicate(timeout=300)[0] for _, process in running]
+    for (command, process), output in zip(running, outputs, strict=True):
+        assert process.returncode == 0, f"{shlex.join(command)}:\n{output}"
 
 
 @pytest.fixture(scope="module")
@@ -150,10 +155,10 @@ def topology() -> Iterator[Topology]:
         argv["web"][bind] = f"127.0.0.1:{port}"
         argv["worker"] += ["--include", TASKS]  # the test's own tasks, next to the portal's
 
-        _manage(env_file, sys.executable, "manage.py", "migrate", "--noinput")
-        # What systemd runs before gunicorn: the deploy checks, under the same settings.
-        for command in unit_commands(UNITS["web"], "ExecStartPre"):
-            _manage(env_file, *relocated(command, moves))
+        # What systemd runs before gunicorn (the deploy checks, which need no tables) next to what an
+        # upgrade runs before the units start.
+        start_pre = [relocated(command, moves) for command in unit_commands(UNITS["web"], "ExecStartPre")]
+        _run_at_once(env_file, [[sys.executable, "manage.py", "migrate", "--noinput"], *start_pre])
         # A live view: whatever of them has started when something fails is stopped.
         stack.callback(stop_groups, processes.values())
         for name, command in argv.items():
