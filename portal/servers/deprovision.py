@@ -7,6 +7,7 @@ group, and neither may the hub's spawner), then the hub is told to forget the se
 
 import logging
 
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from portal.cluster.models import SlurmJob
@@ -23,17 +24,20 @@ logger = logging.getLogger(__name__)
 def servers_of_inactive_end(*, reason: str, user_id: int | None = None, hub: JupyterHub | None = None,
                             slurm: Slurm | None = None) -> int:
     """End every active server of an inactive user (only `user_id`'s, if given), recording `reason`;
-    returns how many. Raises SlurmUnreachable when Slurm does not answer: what is left waits for
-    the next cycle."""
+    returns how many. Raises SlurmUnreachable when Slurm does not answer: a job it could not cancel
+    is cancelled from the queue by a later cycle (portal.poll.deprovisioned)."""
     servers = NotebookServer.objects.filter(user__is_active=False, ended_at__isnull=True)
     if user_id is not None:
         servers = servers.filter(user_id=user_id)
     ended = 0
     for server in servers.select_related("user"):
-        now = timezone.now()
+        # Ended first, with the reason: the exit report its cancelled job sends then finds it ended.
         # No spawn claims it from now on; one already asking the hub stops it once accepted.
-        NotebookServer.objects.filter(pk=server.pk, stop_requested_at__isnull=True).update(
-            stop_requested_at=now)
+        if not NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
+                ended_at=timezone.now(), end_reason=NotebookServer.EndReason.ENDED, end_detail=reason[:500],
+                stop_requested_at=Coalesce("stop_requested_at", Now())):
+            continue
+        ended += 1
         for job_id in _job_ids(server):
             slurm = slurm or Slurm.from_settings()
             try:
@@ -46,8 +50,6 @@ def servers_of_inactive_end(*, reason: str, user_id: int | None = None, hub: Jup
                 hub.server_stop(server.user.username, server.name)
             except HubError as error:  # its job is cancelled: the hub lets the server go at its next poll
                 logger.warning("server %s: the hub was not told to forget it: %s", server, error.message)
-        ended += NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
-            ended_at=now, end_reason=NotebookServer.EndReason.ENDED, end_detail=reason[:500])
     return ended
 
 

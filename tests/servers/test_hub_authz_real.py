@@ -8,7 +8,8 @@ import pytest
 import requests
 
 from portal.accounts.models import User
-from portal.accounts.services import user_deprovision
+from portal.accounts.services import deprovision_reason, user_deprovision
+from portal.servers.models import NotebookServer
 from portal.servers.services import server_start
 from tests.factories import UserFactory
 from tests.hub import portal_login
@@ -71,6 +72,9 @@ def test_hub_proxy_paths(portal_hub, live_server):
     time.sleep(6)
     wrong += _check(deprovisioned, portal_hub.url, "deprovisioned")
     assert wrong == [], "\n".join(wrong)
-    # Logging in started nothing: alice's one server is the only one.
+    # Deprovisioning ended her server too (portal.poll.deprovisioned).
+    shared = NotebookServer.objects.get(user__username="alice", name="shared")
+    assert shared.ended_at and shared.end_detail == deprovision_reason()
+    # Logging in started nothing: alice's one server is the only one (the hub may be stopping it).
     servers = {user["name"]: user["servers"] for user in portal_hub.request("GET", "/users").json()}
-    assert set(servers.get("alice", {})) == {"shared"} and not servers.get("bob") and not servers.get("ada")
+    assert set(servers.get("alice", {})) <= {"shared"} and not servers.get("bob") and not servers.get("ada")
