@@ -16,6 +16,22 @@ SHAPES = [None, True, 1, 1.5, "text", [], [None], {}, {"a": {"b": {"c": None}}}]
 
 CORPUS = [*STRINGS, *NUMBERS, *SHAPES]
 
+# Values of another JSON type than the schema's, per schema type: each must be a 400 naming its field
+# (a list for a string, a boolean or text for a number, text or a number for a boolean).
+WRONG_TYPES = {
+    "string": [["a"], [], 5, 1.5, True, {"a": "b"}],
+    "integer": [True, False, "5", "1.5", 1.5, [1], {"a": 1}],
+    "number": [True, "1.5", "1e3", [1.5], {}],
+    "boolean": ["true", "on", "1", 1, 0, ["true"]],
+}
+# Paths a user may not give (not under their home, scratch or the data mount, or not written plainly),
+# as alice, whose home is /home/alice.
+PATHS = [
+    "/etc/passwd", "/etc", "/proc", "/proc/self/environ", "/", "/root", "/tmp", "/home", "/home/bob",
+    "/home/alice2", "/datax", "/home/alice/../bob", "/data/../etc", "../bob", "x/../../etc", "//etc",
+    "/home/alice//x", "/home/alice/./x", "./x", "/home/alice/x/", "/home/alice/a\nb",
+]
+
 
 def nested(depth: int) -> str:
     """A JSON text nested `depth` levels deep."""

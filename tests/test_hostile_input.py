@@ -12,7 +12,8 @@ from portal.core.report_tokens import report_token
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job
 from tests.factories import JobFactory, UserFactory
-from tests.hostile_corpus import CORPUS, STRINGS, nested
+from tests.hostile_corpus import CORPUS, PATHS, STRINGS, WRONG_TYPES, nested
+from tests.servers.factories import NotebookServerFactory, SlurmJobFactory
 
 # A form post is percent-encoded UTF-8: a lone surrogate cannot be sent, only over JSON.
 FORM_STRINGS = [value for value in STRINGS if value != "\ud800"]
@@ -92,6 +93,73 @@ def test_session_options(token_client, field, value):
     result = _json_error(response)
     if response.status_code != 202:
         assert response.status_code == 400 and field in result["fields"], result
+
+
+def _wrong_types(schema: dict) -> list:
+    return WRONG_TYPES["string" if "enum" in schema else schema["type"]]
+
+
+@pytest.mark.parametrize("slug", sorted(catalog().templates))
+def test_template_parameters_take_exactly_their_schemas_type(token_client, slug):
+    """Every parameter of every template, against values of every other JSON type."""
+    for name, schema in catalog().templates[slug].json_schema()["properties"].items():
+        for value in _wrong_types(schema):
+            response = _post(token_client, "/api/v1/jobs/", {"template": slug, "parameters": {name: value}})
+            assert response.status_code == 400, (slug, name, value, response.content[:200])
+            assert name in response.json()["fields"]["parameters"], (slug, name, value)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(("slug", "field"), [("storage-benchmark", "directory"),
+                                             ("pytorch-train", "entrypoint"),
+                                             ("pytorch-multinode", "entrypoint")])
+@pytest.mark.parametrize("value", PATHS, ids=repr)
+def test_path_parameters_stay_in_the_users_folders(token_client, slug, field, value):
+    response = _post(token_client, "/api/v1/jobs/", {"template": slug, "parameters": {field: value}})
+    assert response.status_code == 400, response.content[:200]
+    assert field in response.json()["fields"]["parameters"]
+
+
+SESSION_TYPES = {"name": "string", "profile": "string", "partition": "string", "gpus": "integer",
+                 "hours": "number", "nodes": "integer", "environment": "string",
+                 "queue_timeout_minutes": "integer"}
+JOB_TYPES = {"template": "string", "name": "string", "notify_email": "boolean"}
+
+
+@pytest.mark.parametrize("field", sorted(SESSION_TYPES))
+def test_session_options_take_exactly_their_types(token_client, field):
+    for value in WRONG_TYPES[SESSION_TYPES[field]]:
+        response = _post(token_client, "/api/v1/sessions/", {"name": "s1", field: value})
+        assert response.status_code == 400 and field in response.json()["fields"], (field, value)
+
+
+@pytest.mark.parametrize("field", sorted(JOB_TYPES))
+def test_job_fields_take_exactly_their_types(token_client, field):
+    for value in WRONG_TYPES[JOB_TYPES[field]]:
+        response = _post(token_client, "/api/v1/jobs/", {"template": "custom", "parameters": VALID_JOB,
+                                                         field: value})
+        assert response.status_code == 400 and field in response.json()["fields"], (field, value)
+
+
+@pytest.mark.parametrize("kind", ["job", "session"])
+def test_extend_bodies_take_exactly_their_types(token_client, user, kind):
+    if kind == "job":
+        path = f"/api/v1/jobs/{JobFactory(user=user, state='RUNNING', slurm_job_id='4242').pk}/extend/"
+    else:
+        SlurmJobFactory(job_id="5151", state="RUNNING")
+        path = f"/api/v1/sessions/{NotebookServerFactory(user=user, name='nb', job_id='5151').name}/extend/"
+    for field, kind_of in (("minutes", "integer"), ("hours", "number")):
+        for value in WRONG_TYPES[kind_of]:
+            response = _post(token_client, path, {field: value})
+            assert response.status_code == 400 and field in response.json()["fields"], (field, value)
+
+
+@pytest.mark.parametrize("field", ["partition", "gpus", "hours", "nodes", "environment"])
+def test_session_preset_values_take_exactly_their_types(token_client, field):
+    for value in WRONG_TYPES[SESSION_TYPES[field]]:
+        response = _post(token_client, "/api/v1/presets/", {"kind": "session", "name": "p",
+                                                            "values": {field: value}})
+        assert response.status_code == 400 and f"values.{field}" in response.json()["fields"], (field, value)
 
 
 @pytest.mark.parametrize("field", ["event", "node", "exit_code"])

@@ -13,7 +13,7 @@ from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from portal.core.errors import InvalidInput, PortalError, TooLarge, Unavailable
+from portal.core.errors import InvalidInput, PortalError, TooLarge, TooManyRequests, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,9 @@ def portal_error_of(exc: Exception) -> PortalError | None:
         # The database restarting or unreachable: Django reconnects on the next request.
         return Unavailable("The portal's database is unavailable; try again shortly.",
                            code="database_unavailable")
+    if isinstance(exc, exceptions.Throttled):  # portal.core.throttling
+        return TooManyRequests(f"Too many of these requests; try again in {exc.wait} seconds.",
+                               code="throttled", retry_after=exc.wait)
     if isinstance(exc, exceptions.ValidationError):
         fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         return InvalidInput(fields)

@@ -7,6 +7,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from portal.core.throttling import throttle_scope
+
 
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="What went wrong, for people")
@@ -20,6 +22,8 @@ _COMMON = {
     "403": "Not allowed for this account",
     "404": "No such object, or another user's",
     "413": "The request body is too large",
+    "429": "Too many such requests from you (each costs a process or a hub request): wait the seconds "
+           "the `Retry-After` header gives",
     "503": "A service the portal needs (its database, Slurm, the hub, the directory) did not answer",
 }
 
@@ -43,4 +47,6 @@ class PortalAutoSchema(AutoSchema):
             codes["404"] = _COMMON["404"]
         if self.method in ("POST", "PUT", "PATCH"):
             codes["413"] = _COMMON["413"]
+        if throttle_scope(self.view, self.method):
+            codes["429"] = _COMMON["429"]
         return codes

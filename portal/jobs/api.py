@@ -93,6 +93,8 @@ class JobDetailApi(APIView):
 
 
 class JobCancelApi(APIView):
+    throttle_scopes = {"POST": "slurm"}
+
     @extend_schema(request=None, responses={
         202: JobDetailSerializer, 404: _NOT_FOUND,
         409: OpenApiResponse(description="The job has already ended"),
@@ -104,6 +106,8 @@ class JobCancelApi(APIView):
 
 
 class JobLogApi(APIView):
+    throttle_scopes = {"GET": "job_files"}
+
     @extend_schema(parameters=[JobLogInputSerializer], responses={
         200: JobLogSerializer, 404: _NOT_FOUND,
         409: OpenApiResponse(description="The file is not the job's own regular file")},

@@ -1,13 +1,16 @@
 """Declarative job templates: `templates/jobs/<slug>/template.toml` + `script.sh.j2`.
 
 Admins add a template by dropping a folder in. Parameters are validated (type, bounds, choices,
-pattern) before rendering, and the Jinja environment quotes every `{{ value }}` with
-`shlex.quote` (its `finalize` hook), so a template cannot print an unquoted user value even by
-mistake. The `#SBATCH` header is generated here, never by a template, so it always comes first and
-says exactly what the form allowed.
+pattern) before rendering: a value has exactly the JSON type its schema gives (a form's text is
+parsed first, `Parameter.from_form`), and a `path` must lie under the user's own folders
+(portal.core.paths). The Jinja environment quotes every `{{ value }}` with `shlex.quote` (its
+`finalize` hook), so a template cannot print an unquoted user value even by mistake. The `#SBATCH`
+header is generated here, never by a template, so it always comes first and says exactly what the
+form allowed.
 """
 
 import logging
+import math
 import re
 import shlex
 import tomllib
@@ -21,6 +24,9 @@ from typing import Any
 import jinja2
 from django.conf import settings
 
+from portal.core.fields import number_from_text
+from portal.core.paths import MAX_LENGTH as PATH_MAX_LENGTH
+from portal.core.paths import path_shape_problem
 from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -34,7 +40,9 @@ _SBATCH_LINE = re.compile(r"^\s*#\s*SBATCH", re.IGNORECASE | re.MULTILINE)
 BUILTIN_PARAMETERS = ("partition", "time_limit", "environment", "modules")
 # The bound of a number parameter whose template names none: fits a 32-bit int, and any shell.
 NUMBER_LIMIT = 2**31 - 1
-TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments")
+TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments", "path")
+# Types whose value is text: "" is a value of theirs, not "not given".
+TEXT_TYPES = ("string", "choice", "text", "arguments", "path")
 
 
 class TemplateError(Exception):
@@ -60,7 +68,7 @@ def _quote(value: Any) -> str:
 
 
 def _argv(values: Iterable[Any]) -> ShellWords:
-    """`{{ args|argv }}`: a list of words, each quoted on its own."""
+    """`{{ words|argv }}`: a list of words, each quoted on its own."""
     return ShellWords(" ".join(shlex.quote(str(value)) for value in values))
 
 
@@ -83,14 +91,23 @@ class Parameter:
         return self.label or self.name.replace("_", " ").capitalize()
 
     def clean(self, raw: Any) -> Any:
-        """The validated value of `raw` (None means "not given"), or ParameterInvalid."""
-        if raw is None or (raw == "" and self.type not in ("string", "text", "arguments")):
+        """The validated value of `raw`, a JSON value (None means "not given"), or ParameterInvalid."""
+        if raw is None:
             if self.required and self.default is None:
                 raise ParameterInvalid("This parameter is required.")
             raw = self.default
             if raw is None:
                 return None
         return getattr(self, f"_clean_{self.type}")(raw)
+
+    def from_form(self, text: str | None) -> Any:
+        """The JSON value a form field's text stands for (a checkbox: "on" or absent). Text that does
+        not parse stays text, which `clean` refuses with its usual message."""
+        if self.type == "boolean":
+            return text == "on"
+        if self.type in TEXT_TYPES:
+            return text or ""
+        return number_from_text(text, int if self.type == "integer" else float) if text else None
 
     @property
     def lower(self) -> float:
@@ -107,34 +124,25 @@ class Parameter:
         if value > self.upper:
             raise ParameterInvalid(f"Must be at most {self.upper:g}.")
 
+    # bool is an int in Python, but true is no number in JSON.
     def _clean_integer(self, raw: Any) -> int:
-        if isinstance(raw, bool) or not isinstance(raw, int | str):
+        if isinstance(raw, bool) or not isinstance(raw, int):
             raise ParameterInvalid("Must be a whole number.")
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ParameterInvalid("Must be a whole number.") from None
-        self._bounds(value)
-        return value
+        self._bounds(raw)
+        return raw
 
     def _clean_number(self, raw: Any) -> float:
-        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
             raise ParameterInvalid("Must be a number.")
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ParameterInvalid("Must be a number.") from None
-        if value != value or value in (float("inf"), float("-inf")):
+        if isinstance(raw, float) and not math.isfinite(raw):
             raise ParameterInvalid("Must be a finite number.")
-        self._bounds(value)
-        return value
+        self._bounds(raw)
+        return float(raw)
 
     def _clean_boolean(self, raw: Any) -> bool:
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str) and raw.lower() in {"true", "on", "1", "yes", "false", "off", "0", "no"}:
-            return raw.lower() in {"true", "on", "1", "yes"}
-        raise ParameterInvalid("Must be true or false.")
+        if not isinstance(raw, bool):
+            raise ParameterInvalid("Must be true or false.")
+        return raw
 
     def _text(self, raw: Any) -> str:
         if not isinstance(raw, str):
@@ -157,7 +165,7 @@ class Parameter:
         return value
 
     def _clean_choice(self, raw: Any) -> str:
-        if raw not in self.choices:
+        if not isinstance(raw, str) or raw not in self.choices:
             raise ParameterInvalid(f"Must be one of: {', '.join(self.choices)}.")
         return raw
 
@@ -169,16 +177,24 @@ class Parameter:
             raise ParameterInvalid("This parameter is required.")
         return value
 
-    def _clean_arguments(self, raw: Any) -> list[str]:
-        if isinstance(raw, list):  # as stored and returned by the API: accept it back (clones)
-            raw = shlex.join(str(item) for item in raw)
+    def _clean_arguments(self, raw: Any) -> str:
+        """One line of text, kept as given; the script splits it (`shell_split`)."""
         value = self._clean_string(raw) if self.pattern else self._text(raw)
         if "\n" in value or "\r" in value:
             raise ParameterInvalid("Must be a single line.")
         try:
-            return shlex.split(value)
+            shlex.split(value)
         except ValueError as error:
             raise ParameterInvalid(f"Cannot split into arguments: {error}.") from None
+        return value
+
+    def _clean_path(self, raw: Any) -> str:
+        """Its shape only: whether it lies under the user's folders is `path_problem`'s, with their
+        home (`job_prepare`). Relative paths start at the home directory."""
+        value = self._clean_string(raw)
+        if value and (problem := path_shape_problem(value, relative=True)):
+            raise ParameterInvalid(problem)
+        return value
 
     def json_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"title": self.title, "description": self.help}
@@ -188,12 +204,15 @@ class Parameter:
             schema.update(type="string", enum=list(self.choices))
         else:
             schema.update(type="string", maxLength=self.max_length)
-        if self.type == "string":
+        if self.type in ("string", "path"):
             schema["pattern"] = self.pattern or DEFAULT_STRING_PATTERN
         if self.type == "text":
             schema["contentMediaType"] = "text/x-shellscript"
         if self.type == "arguments":
             schema["description"] = f"{self.help} (split into arguments like a shell would)".strip()
+        if self.type == "path":
+            schema["description"] = (f"{self.help} (a path under your home directory, your scratch or the "
+                                     "shared data; relative paths start at your home)").strip()
         if self.type in ("integer", "number"):
             schema.update(minimum=self.lower, maximum=self.upper)
         if self.default is not None:
@@ -272,7 +291,7 @@ def _parameter_from_toml(name: str, spec: Any, where: str) -> Parameter:
         default=spec.get("default"), required=bool(spec.get("required", False)),
         minimum=spec.get("min"), maximum=spec.get("max"),
         choices=tuple(str(c) for c in spec.get("choices", ())), pattern=pattern,
-        max_length=int(spec.get("max_length", 20000 if kind == "text" else 200)),
+        max_length=int(spec.get("max_length", {"text": 20000, "path": PATH_MAX_LENGTH}.get(kind, 200))),
     )
     if parameter.default is not None:
         try:
@@ -293,6 +312,7 @@ def _environment(root: Path) -> jinja2.Environment:
         finalize=_quote, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
     )
     environment.filters["argv"] = _argv
+    environment.filters["shell_split"] = shlex.split  # an `arguments` value: {{ args|shell_split|argv }}
     return environment
 
 

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from portal.core import fields
 from portal.jobs.models import JobState
 
 
@@ -33,10 +34,11 @@ class TemplateCatalogSerializer(serializers.Serializer):
 
 
 class JobSubmitInputSerializer(serializers.Serializer):
-    template = serializers.CharField(max_length=64)
-    parameters = serializers.JSONField(default=dict, help_text="Values for the template's parameters")
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    notify_email = serializers.BooleanField(
+    template = fields.CharField(max_length=64)
+    parameters = serializers.JSONField(default=dict, help_text="Values for the template's parameters, "
+                                                               "each of the type its schema gives")
+    name = fields.CharField(max_length=200, required=False, allow_blank=True)
+    notify_email = fields.BooleanField(
         required=False, help_text="E-mail me when it ends; default: your setting (/api/v1/notifications/)")
 
 

@@ -20,7 +20,7 @@ from portal.core.converters import id_or_none
 from portal.core.csv_cells import csv_cell
 from portal.core.errors import Conflict, InvalidInput
 from portal.environments.selectors import environment_choices, environment_list
-from portal.jobs.job_templates import JobTemplate, Parameter, catalog
+from portal.jobs.job_templates import Parameter, catalog
 from portal.jobs.models import Job, JobState
 from portal.jobs.selectors import (
     JobFilters,
@@ -97,19 +97,9 @@ def template_pick_view(request: HttpRequest) -> HttpResponse:
 
 
 def _form_value(parameter: Parameter, value: Any) -> Any:
-    if parameter.type == "arguments" and isinstance(value, list):
+    if parameter.type == "arguments" and isinstance(value, list):  # a job stored when they were lists
         return shlex.join(value)
     return "" if value is None else value
-
-
-def _posted_parameters(template: JobTemplate, data: Any) -> dict[str, Any]:
-    values = {}
-    for parameter in template.parameters:
-        if parameter.type == "boolean":
-            values[parameter.name] = data.get(parameter.name) == "on"
-        else:
-            values[parameter.name] = data.get(parameter.name, "")
-    return values
 
 
 @login_required
@@ -120,7 +110,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
     errors: dict[str, Any] = {}
     preview = ""
     if request.method == "POST":
-        values = _posted_parameters(template, request.POST)
+        values = {p.name: p.from_form(request.POST.get(p.name)) for p in template.parameters}
         name = request.POST.get("name", "")
         try:
             job_uuid = uuid.UUID(request.POST.get("uuid", ""))

@@ -83,20 +83,17 @@ def _session_value(key: str, value: Any) -> Any:
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", value):
             raise ValueError
         return value
-    if isinstance(value, bool):
+    # Exactly the JSON type (the page parses its form's text first); true is no number.
+    if isinstance(value, bool) or not isinstance(value, int | float if key == "hours" else int):
         raise TypeError
     if key == "hours":
         hours = float(value)
         if not (math.isfinite(hours) and 0 < hours <= settings.SITE_MAX_WALLTIME_MINUTES / 60):
             raise ValueError
         return hours
-    number = float(value) if isinstance(value, str) else value
-    if not isinstance(number, int | float) or number != int(number):
+    if not (0 if key == "gpus" else 1) <= value <= 1024:
         raise ValueError
-    number = int(number)
-    if not (0 if key == "gpus" else 1) <= number <= 1024:
-        raise ValueError
-    return number
+    return value
 
 
 def job_values_clean(template: str, values: Any) -> dict[str, Any]:

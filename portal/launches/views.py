@@ -8,10 +8,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from portal.core.errors import InvalidInput, NotFound
+from portal.core.fields import number_from_text
 from portal.jobs.job_templates import catalog
 from portal.launches.models import Preset
 from portal.launches.selectors import preset_form_url
 from portal.launches.services import SESSION_FIELDS, preset_delete, preset_save
+
+# The server form's numbers, parsed from its text before the service checks their types.
+_NUMBERS: dict[str, type[int] | type[float]] = {"gpus": int, "nodes": int, "hours": float}
 
 
 def _back(kind: str, template: str, preset: Preset | None = None) -> HttpResponse:
@@ -37,7 +41,9 @@ def _save(request: HttpRequest, kind: str, template: str, values: dict) -> HttpR
 @require_POST
 def session_preset_save_view(request: HttpRequest) -> HttpResponse:
     """The server form's own fields, posted by its "Save as preset" button."""
-    values = {key: request.POST[key] for key in SESSION_FIELDS if request.POST.get(key, "") != ""}
+    posted = {key: request.POST[key] for key in SESSION_FIELDS if request.POST.get(key, "") != ""}
+    values = {key: number_from_text(text, _NUMBERS[key]) if key in _NUMBERS else text
+              for key, text in posted.items()}
     return _save(request, Preset.Kind.SESSION, "", values)
 
 
@@ -48,9 +54,7 @@ def job_preset_save_view(request: HttpRequest, slug: str) -> HttpResponse:
     template = catalog().templates.get(slug)
     if template is None:
         raise Http404
-    posted = request.POST
-    values = {p.name: posted.get(p.name) == "on" if p.type == "boolean" else posted.get(p.name, "")
-              for p in template.parameters}
+    values = {p.name: p.from_form(request.POST.get(p.name)) for p in template.parameters}
     return _save(request, Preset.Kind.JOB, slug, values)
 
 

@@ -42,6 +42,8 @@ class SessionListApi(APIView):
 
 
 class SessionDetailApi(APIView):
+    throttle_scopes = {"DELETE": "hub"}
+
     @extend_schema(responses={200: SessionSerializer, 404: OpenApiResponse(description="No such server")},
                    summary="One of your notebook servers")
     def get(self, request: Request, name: str) -> Response:

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from portal.core import fields
 from portal.policy.rules import SERVER_NAME, SERVER_NAME_RULE
 
 
@@ -41,22 +42,22 @@ class SessionSerializer(serializers.Serializer):
 class SessionCreateSerializer(serializers.Serializer):
     # Limits are the policy's (portal.policy.rules), checked by the service with the same messages
     # as the page and the hub: only shapes here.
-    name = serializers.RegexField(SERVER_NAME, max_length=30, default="my-server", help_text=SERVER_NAME_RULE,
-                                  error_messages={"invalid": SERVER_NAME_RULE})
-    profile = serializers.CharField(required=False, allow_blank=True, max_length=30,
-                                    help_text="A resource profile (GET /api/v1/policy/); the fields "
-                                              "given here override its values, within the limits")
-    partition = serializers.CharField(required=False, help_text="Default: the profile's, or the cluster's")
-    gpus = serializers.IntegerField(required=False, help_text="GPUs per node; default: the profile's, "
-                                                              "or your group's default (1)")
-    hours = serializers.FloatField(required=False, help_text="Default 8 h; at most the partition's "
-                                                             "and your group's limit")
-    nodes = serializers.IntegerField(required=False, help_text="Default 1")
-    environment = serializers.CharField(
+    name = fields.RegexField(SERVER_NAME, max_length=30, default="my-server", help_text=SERVER_NAME_RULE,
+                             error_messages={"invalid": SERVER_NAME_RULE})
+    profile = fields.CharField(required=False, allow_blank=True, max_length=30,
+                               help_text="A resource profile (GET /api/v1/policy/); the fields "
+                                         "given here override its values, within the limits")
+    partition = fields.CharField(required=False, help_text="Default: the profile's, or the cluster's")
+    gpus = fields.IntegerField(required=False, help_text="GPUs per node; default: the profile's, "
+                                                         "or your group's default (1)")
+    hours = fields.FloatField(required=False, help_text="Default 8 h; at most the partition's "
+                                                        "and your group's limit")
+    nodes = fields.IntegerField(required=False, help_text="Default 1")
+    environment = fields.CharField(
         required=False, allow_blank=True, max_length=64,
         help_text="A software environment with a Jupyter kernel (GET /api/v1/environments/, kind python): "
                   "its kernel is the server's default and its bin/ comes first on PATH. Default: none")
-    queue_timeout_minutes = serializers.IntegerField(
+    queue_timeout_minutes = fields.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=7 * 24 * 60,
         help_text="Cancel the session if Slurm has not started it after this many minutes")
 

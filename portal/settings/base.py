@@ -220,13 +220,24 @@ TENSORBOARD_IDLE_MINUTES = env.float("TENSORBOARD_IDLE_MINUTES", default=60.0)
 TENSORBOARD_START_TIMEOUT_SECONDS = env.float("TENSORBOARD_START_TIMEOUT_SECONDS", default=120.0)
 TENSORBOARD_SYNC_SECONDS = env.float("TENSORBOARD_SYNC_SECONDS", default=5.0)
 TENSORBOARD_MAX_PER_USER = env.int("TENSORBOARD_MAX_PER_USER", default=3)
-# The read-only shared data mount: TensorBoard may open folders under it, as well as the user's home.
+# The read-only shared data mount. Paths users give (TensorBoard's folder, job template parameters of
+# type path) must lie under their home, their scratch or this (portal.core.paths).
 DATA_DIR = env("GPUPORTAL_DATA_DIR", default="/data")
+# Each user's scratch folder ({username}, {home} filled in), e.g. /scratch/{username}; empty: none.
+SCRATCH_DIR = env("GPUPORTAL_SCRATCH_DIR", default="")
 # A notebook session's TensorBoard folder (the notebook templates write under it).
 TENSORBOARD_SESSION_LOGDIR = env("TENSORBOARD_SESSION_LOGDIR", default="{home}/logs")
 
 # --- Celery ---
 CELERY_BROKER_URL = env("REDIS_URL", default="redis://127.0.0.1:6390/0")
+# The cache every web worker shares (the API's rate limits, page menus): the broker's Redis unless
+# CACHE_URL names another; short timeouts, so a stuck Redis never holds a request.
+CACHES = {"default": {
+    "BACKEND": "django.core.cache.backends.redis.RedisCache",
+    "LOCATION": env("CACHE_URL", default=CELERY_BROKER_URL),
+    "KEY_PREFIX": "gpuportal",
+    "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+}}
 CELERY_TASK_ACKS_LATE = True
 # A task still running after this many seconds is killed (prefork: its pool process gets SIGKILL)
 # and fails with TimeLimitExceeded; the worker goes on with a fresh process.
@@ -271,6 +282,13 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": ["portal.core.throttling.ScopedUserThrottle"],
+}
+# Per user and scope (portal.core.throttling): API requests that each fork a process or call the hub.
+API_THROTTLE_RATES = {
+    "job_files": env("API_RATE_JOB_FILES", default="120/min"),  # a job's log, read through job-files
+    "slurm": env("API_RATE_SLURM", default="30/min"),  # a Slurm command (scancel, scontrol) per request
+    "hub": env("API_RATE_HUB", default="60/min"),  # JupyterHub's REST API
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpuportal API",

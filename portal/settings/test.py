@@ -13,6 +13,10 @@ CELERY_TASK_ALWAYS_EAGER = True
 AXES_FAILURE_LIMIT = 5
 # Separate names let several test runs share one PostgreSQL server.
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_gpuportal")}  # noqa: F405
+# The shared Redis, with keys of this test process's own (rate-limit counters of its users included).
+CACHES["default"]["KEY_PREFIX"] = f"test-{os.getpid()}"  # noqa: F405
+# Rate limits out of the way; tests/test_throttling.py sets its own.
+API_THROTTLE_RATES = dict.fromkeys(API_THROTTLE_RATES, "100000/min")  # noqa: F405
 # Never the policy file of `make up`'s hub: one per test process.
 POLICY_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/policy.json"  # noqa: S108
 SERVERS_QUEUE_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/queue.json"  # noqa: S108

@@ -46,6 +46,8 @@ class TensorBoardListCreateApi(APIView):
 
 
 class TensorBoardDetailApi(APIView):
+    throttle_scopes = {"DELETE": "slurm"}
+
     @extend_schema(responses={200: TensorBoardSerializer, 404: _NOT_FOUND}, summary="One TensorBoard")
     def get(self, request: Request, board_id: int) -> Response:
         return Response(TensorBoardSerializer(_board_or_404(request, board_id)).data)

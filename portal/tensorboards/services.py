@@ -18,10 +18,10 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.cluster.models import PollStatus, SlurmJob
 from portal.core.errors import Conflict, InvalidInput, Unavailable
+from portal.core.paths import path_validate, user_roots
 from portal.jobs.models import Job
 from portal.jobs.services.prepare import job_logdir, unix_account
 from portal.servers.models import NotebookServer
-from portal.tensorboards.logdirs import logdir_validate
 from portal.tensorboards.models import ACTIVE_STATES, TensorBoard, TensorBoardState
 from portal.tensorboards.script import tensorboard_script
 from portal.tensorboards.startup import AddressRefused, startup_address
@@ -57,7 +57,7 @@ def tensorboard_start(*, user: User, logdir: Any = None, job: Any = None,
     elif session not in (None, ""):
         found_session = _own_session(user, session)
         logdir = settings.TENSORBOARD_SESSION_LOGDIR.format(home=home)
-    logdir = logdir_validate(value=logdir, home=home, data_dir=settings.DATA_DIR)
+    logdir = path_validate(field="logdir", value=logdir, roots=user_roots(home=home, username=user.username))
     with transaction.atomic():
         # One at a time per user (a row lock on the user), so the limit and the reuse hold.
         User.objects.select_for_update().filter(pk=user.pk).first()

@@ -58,6 +58,33 @@ def test_templates_list_with_json_schema_and_partition_limits(token_client, part
      "one of"),
     ({"template": "custom", "parameters": {"modules": "cuda; id"}}, ["parameters", "modules"], "not allowed"),
     ({"template": "custom", "parameters": []}, ["parameters"], "object"),
+    # Exactly the schema's JSON types.
+    ({"template": "pytorch-train", "parameters": {"args": ["--epochs", "2"]}}, ["parameters", "args"],
+     "Must be text"),
+    ({"template": "pytorch-multinode", "parameters": {"args": ["--x"]}}, ["parameters", "args"],
+     "Must be text"),
+    ({"template": "custom", "parameters": {"gpus": True}}, ["parameters", "gpus"], "whole number"),
+    ({"template": "custom", "parameters": {"time_limit": "30"}}, ["parameters", "time_limit"],
+     "whole number"),
+    ({"template": "pytorch-train", "parameters": {"smoke": "true"}}, ["parameters", "smoke"],
+     "true or false"),
+    ({"template": "custom", "notify_email": "yes"}, ["notify_email"], "boolean"),
+    ({"template": ["custom"]}, ["template"], "string"),
+    # Paths: under the user's home, scratch or the shared data, written plainly.
+    ({"template": "storage-benchmark", "parameters": {"directory": "/etc/passwd"}},
+     ["parameters", "directory"], "Must be under your home directory (/home/alice)"),
+    ({"template": "storage-benchmark", "parameters": {"directory": "/proc"}},
+     ["parameters", "directory"], "Must be under"),
+    ({"template": "storage-benchmark", "parameters": {"directory": "/home/bob"}},
+     ["parameters", "directory"], "Must be under"),
+    ({"template": "storage-benchmark", "parameters": {"directory": "/home/alice/../bob"}},
+     ["parameters", "directory"], "'..'"),
+    ({"template": "storage-benchmark", "parameters": {"directory": "/data//x"}},
+     ["parameters", "directory"], "plain form"),
+    ({"template": "pytorch-train", "parameters": {"entrypoint": "/etc/shadow"}},
+     ["parameters", "entrypoint"], "Must be under"),
+    ({"template": "pytorch-train", "parameters": {"entrypoint": "../bob/train.py"}},
+     ["parameters", "entrypoint"], "'..'"),
 ])
 def test_bad_input_is_400_with_field_messages_and_nothing_is_stored(token_client, partitions, payload,
                                                                     field_path, message):
@@ -70,6 +97,34 @@ def test_bad_input_is_400_with_field_messages_and_nothing_is_stored(token_client
         messages = messages[key]
     assert message in " ".join(messages)
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(("template", "name", "value"), [
+    ("storage-benchmark", "directory", ""), ("storage-benchmark", "directory", "/home/alice/fast"),
+    ("storage-benchmark", "directory", "/data/shared"),
+    ("storage-benchmark", "directory", "/scratch/alice/x"),
+    ("storage-benchmark", "directory", "bench"), ("pytorch-train", "entrypoint", "train.py"),
+    ("pytorch-train", "entrypoint", "/data/code/train.py"), ("pytorch-train", "args", "--epochs 2"),
+])
+def test_paths_under_home_scratch_or_data_are_accepted(token_client, partitions, settings, monkeypatch,
+                                                        template, name, value):
+    settings.SCRATCH_DIR = "/scratch/{username}"
+    monkeypatch.setattr("portal.jobs.tasks.job_submit_first.delay", lambda job_id: None)  # no sbatch
+    response = token_client.post("/api/v1/jobs/", {"template": template, "parameters": {name: value}},
+                                 format="json")
+    assert response.status_code == 201, response.json()
+    # Stored as given, so a job's parameters can be posted back as they are (a clone).
+    assert response.json()["parameters"][name] == value
+    again = token_client.post("/api/v1/jobs/", {"template": template,
+                                                "parameters": response.json()["parameters"]}, format="json")
+    assert again.status_code == 201, again.json()
+
+
+def test_a_scratch_path_needs_a_scratch(token_client, partitions):
+    body = {"template": "storage-benchmark", "parameters": {"directory": "/scratch/alice"}}
+    response = token_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400
+    assert "your scratch" not in response.json()["fields"]["parameters"]["directory"][0]
 
 
 def test_no_partition_data_yet_is_a_clear_400(token_client):

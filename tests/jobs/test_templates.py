@@ -88,7 +88,21 @@ def test_text_parameter_refuses_sbatch_lines(value):
     (Parameter("n", "integer"), "2; id", "whole number"),
     (Parameter("n", "integer"), True, "whole number"),
     (Parameter("n", "integer", required=True), None, "required"),
-    (Parameter("x", "number"), "nan", "finite"),
+    (Parameter("x", "number"), float("nan"), "finite"),
+    (Parameter("x", "number"), float("inf"), "finite"),
+    # Exactly the schema's JSON type: no text for a number, no true for a number, no text for a
+    # boolean, no list for a string (an `arguments` one included).
+    (Parameter("n", "integer"), "3", "whole number"),
+    (Parameter("n", "integer"), 3.0, "whole number"),
+    (Parameter("x", "number"), "1.5", "a number"),
+    (Parameter("x", "number"), False, "a number"),
+    (Parameter("b", "boolean"), "true", "true or false"),
+    (Parameter("b", "boolean"), 1, "true or false"),
+    (Parameter("s", "string"), ["a"], "text"),
+    (Parameter("s", "string"), 5, "text"),
+    (Parameter("a", "arguments"), ["--lr", "0.1"], "text"),
+    (Parameter("c", "choice", choices=("8", "1K")), 8, "one of"),
+    (Parameter("p", "path"), ["/data"], "text"),
     (Parameter("c", "choice", choices=("fp32", "amp")), "fp64", "one of: fp32, amp"),
     (Parameter("b", "boolean"), "maybe", "true or false"),
     (Parameter("s", "string"), "two\nlines", "single line"),
@@ -101,14 +115,27 @@ def test_validation_messages(parameter, raw, message):
 
 def test_clean_values_and_defaults():
     assert Parameter("n", "integer", default=8).clean(None) == 8
-    assert Parameter("n", "integer").clean("3") == 3
-    assert Parameter("b", "boolean").clean("on") is True
-    assert Parameter("a", "arguments").clean("--lr 0.1 --name 'a b'") == ["--lr", "0.1", "--name", "a b"]
+    assert Parameter("n", "integer").clean(3) == 3
+    assert Parameter("x", "number").clean(2) == 2.0
+    assert Parameter("b", "boolean").clean(True) is True
+    # Kept as given, the text the schema says; the script splits it (the argv filter).
+    assert Parameter("a", "arguments").clean("--lr 0.1 --name 'a b'") == "--lr 0.1 --name 'a b'"
+
+
+@pytest.mark.parametrize(("kind", "text", "value"), [
+    ("integer", "3", 3), ("integer", "", None), ("integer", None, None), ("integer", "3.5", "3.5"),
+    ("number", "1.5", 1.5), ("number", "x", "x"), ("boolean", "on", True), ("boolean", None, False),
+    ("string", None, ""), ("arguments", "--x 1", "--x 1"), ("path", "/data/x", "/data/x"),
+])
+def test_form_text_becomes_the_json_value_it_spells(kind, text, value):
+    """The pages post text: it is parsed before the typed check (what does not parse is refused there)."""
+    assert Parameter("p", kind).from_form(text) == value
 
 
 def test_argv_filter_quotes_each_word(tmp_path):
     _write(tmp_path, "t", 'name = "T"\ndescription = "d"\n[parameters.args]\ntype = "arguments"\n'
-                          'default = ""\n', "set -euo pipefail\nprintf '%s\\n' {{ params.args|argv }}\n")
+                          'default = ""\n',
+           "set -euo pipefail\nprintf '%s\\n' {{ params.args|shell_split|argv }}\n")
     template = template_load(tmp_path / "t")
     args = template.parameter("args").clean("'a b' '$(id)'")
     body = script_body_render(template=template, values={"args": args}, job=JOB)

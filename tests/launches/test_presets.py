@@ -53,6 +53,14 @@ def test_session_preset_create_list_delete(token_client, api_client):
     ({"kind": "job", "name": "x", "template": "custom", "values": {"time_limit": "soon"}},
      "values.time_limit"),
     ({"kind": "job", "name": "x", "template": "custom", "values": {"nope": 1}}, "values.nope"),
+    # Exactly the schema's JSON types: no text for a number, no true for a number.
+    ({"kind": "job", "name": "x", "template": "custom", "values": {"time_limit": "90"}},
+     "values.time_limit"),
+    ({"kind": "job", "name": "x", "template": "custom", "values": {"gpus": True}}, "values.gpus"),
+    ({"kind": "session", "name": "x", "values": {"gpus": "2"}}, "values.gpus"),
+    ({"kind": "session", "name": "x", "values": {"hours": True}}, "values.hours"),
+    ({"kind": "session", "name": "x", "values": {"hours": "1.5"}}, "values.hours"),
+    ({"kind": "session", "name": "x", "values": {"partition": ["gpu"]}}, "values.partition"),
     ({"kind": "session", "name": "x", "values": {}, "extra": 1}, "extra"),
 ])
 def test_bad_presets_are_400s_naming_the_field(token_client, body, field):
@@ -65,7 +73,7 @@ def test_bad_presets_are_400s_naming_the_field(token_client, body, field):
 def test_job_preset_keeps_checked_parameters(token_client):
     response = token_client.post("/api/v1/presets/", {
         "kind": "job", "name": "long", "template": "custom",
-        "values": {"time_limit": "90", "gpus": 2, "commands": "echo hi"}}, format="json")
+        "values": {"time_limit": 90, "gpus": 2, "commands": "echo hi"}}, format="json")
     assert response.status_code == 201, response.json()
     assert response.json()["values"] == {"time_limit": 90, "gpus": 2, "commands": "echo hi"}
 

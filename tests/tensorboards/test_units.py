@@ -16,10 +16,10 @@ from django.test import Client
 from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput
+from portal.core.paths import MAX_LENGTH, UserRoots, path_validate
 from portal.jobs.models import JobMetric
 from portal.jobs.selectors import job_metrics_chart
 from portal.jobs.services.metrics import MetricsInvalid, metrics_parse
-from portal.tensorboards.logdirs import MAX_LENGTH, logdir_validate
 from portal.tensorboards.models import TensorBoard, TensorBoardState
 from portal.tensorboards.proxy import proxy_url
 from portal.tensorboards.script import tensorboard_script
@@ -30,6 +30,7 @@ from tests.servers.factories import NotebookServerFactory
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTER = ROOT / "templates/jobs/_common/metrics_export.py"
 HOME, DATA = "/home/alice", "/data"
+ROOTS = UserRoots(home=HOME, data=DATA)
 
 
 # --- which folders ---
@@ -39,7 +40,7 @@ HOME, DATA = "/home/alice", "/data"
     "/home/alice/with:colon,comma", "/home/alice/ünïcode",
 ])
 def test_folders_under_home_or_the_data_mount_are_accepted(value):
-    assert logdir_validate(value=value, home=HOME, data_dir=DATA) == value
+    assert path_validate(field="logdir", value=value, roots=ROOTS) == value
 
 
 @pytest.mark.parametrize("value", [
@@ -51,8 +52,19 @@ def test_folders_under_home_or_the_data_mount_are_accepted(value):
 ])
 def test_other_folders_are_refused_naming_logdir(value):
     with pytest.raises(InvalidInput) as refused:
-        logdir_validate(value=value, home=HOME, data_dir=DATA)
+        path_validate(field="logdir", value=value, roots=ROOTS)
     assert list(refused.value.fields) == ["logdir"]
+
+
+def test_a_sites_scratch_is_one_of_the_users_folders(settings):
+    from portal.core.paths import user_roots
+
+    settings.SCRATCH_DIR = "/scratch/{username}"
+    roots = user_roots(home=HOME, username="alice")
+    assert path_validate(field="logdir", value="/scratch/alice/runs", roots=roots) == "/scratch/alice/runs"
+    with pytest.raises(InvalidInput) as refused:
+        path_validate(field="logdir", value="/scratch/bob", roots=roots)
+    assert "your scratch (/scratch/alice)" in refused.value.fields["logdir"][0]
 
 
 # --- the startup line ---

@@ -13,6 +13,7 @@ from django.conf import settings
 from portal.accounts.models import User
 from portal.containers.services import container_activation
 from portal.core.errors import InvalidInput
+from portal.core.paths import path_problem, user_roots
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
 from portal.jobs.job_templates import (
@@ -86,6 +87,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
             values[parameter.name] = parameter.clean(parameters.get(parameter.name))
         except ParameterInvalid as error:
             problems[parameter.name] = [str(error)]
+    problems.update(_paths_check(user, found, values))
     partition = None
     if "partition" in values:
         partition, message = _partition_pick(values["partition"])
@@ -126,6 +128,16 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
     body = script_body_render(template=found, values=values, job=paths,
                               activation=_activation(environment, user=user, workdir=paths.dir))
     return replace(draft, script=_header(draft, paths) + "\n" + body)
+
+
+def _paths_check(user: User, template: JobTemplate, values: dict[str, Any]) -> dict[str, list[str]]:
+    """Each given `path` parameter under the user's home, scratch or the shared data (lexically)."""
+    given = {p.name: values[p.name] for p in template.parameters if p.type == "path" and values.get(p.name)}
+    if not given:
+        return {}
+    roots = user_roots(home=unix_account(user.username).pw_dir, username=user.username)
+    return {name: [problem] for name, value in given.items()
+            if (problem := path_problem(value, roots=roots, relative=True))}
 
 
 def _activation(environment: Environment | None, *, user: User, workdir: str) -> dict[str, Any] | None:

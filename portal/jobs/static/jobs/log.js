@@ -12,6 +12,12 @@
   async function readStream(stream) {
     const response = await fetch(`/api/v1/jobs/${job}/log/?stream=${stream}&offset=${offsets[stream]}`,
                                  { credentials: "same-origin" });
+    if (response.status === 429) {  // the portal's per-user rate limit: wait as told, then read on
+      const seconds = Number(response.headers.get("Retry-After")) || 5;
+      status.textContent = `Reading again in ${seconds} s (too many reads at once).`;
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      return true;
+    }
     if (!response.ok) { status.textContent = `${stream}: ${(await response.json()).detail}`; complete[stream] = true; return; }
     const chunk = await response.json();
     if (chunk.text) document.getElementById(stream).append(chunk.text);

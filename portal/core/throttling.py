@@ -1,0 +1,66 @@
+"""Per-user rate limits on the API requests that each cost a process or a hub request: reading a job's
+files (sudo + the job-files helper), Slurm commands (scancel, scontrol) and JupyterHub calls. Without
+them one user's script could fork hundreds of processes a second on the portal's host.
+
+A view names a scope per method, `throttle_scopes = {"GET": "job_files"}`; each scope's rate is in
+API_THROTTLE_RATES ("120/min"). Requests are counted per user and scope in fixed windows, in the
+shared cache (Redis), with atomic add/incr, so every web worker counts the same requests and
+concurrent ones cannot slip past the limit. Over it: 429 with Retry-After (portal.core.api_errors).
+"""
+
+import logging
+import math
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
+from redis.exceptions import RedisError
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+logger = logging.getLogger(__name__)
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def throttle_scope(view: object, method: str) -> str | None:
+    """The scope `view` counts `method` requests in, or None: not limited."""
+    return getattr(view, "throttle_scopes", {}).get(method.upper())
+
+
+def rate_parse(rate: str) -> tuple[int, int]:
+    """("120/min") -> (120 requests, 60 seconds); the period's first letter counts (s, m, h, d)."""
+    count, _, period = rate.partition("/")
+    if not count.isdigit() or period[:1] not in _PERIODS:
+        raise ImproperlyConfigured(f"API throttle rate {rate!r}: use N/s, N/min, N/hour or N/day")
+    return int(count), _PERIODS[period[0]]
+
+
+class ScopedUserThrottle(BaseThrottle):
+    timer = staticmethod(time.time)
+
+    def __init__(self) -> None:
+        self.retry_after = 0.0
+
+    def allow_request(self, request: Request, view: object) -> bool:
+        scope = throttle_scope(view, request.method)
+        if scope is None:
+            return True
+        limit, seconds = rate_parse(settings.API_THROTTLE_RATES[scope])
+        now = self.timer()
+        window = int(now // seconds)
+        key = f"throttle:{scope}:{request.user.pk}:{window}"
+        try:
+            used = 1 if cache.add(key, 1, timeout=seconds + 1) else cache.incr(key)
+        except ValueError:  # the window's key expired between add and incr: a new window
+            used = 1
+        except (RedisError, OSError) as error:
+            # The cache is down (so is Celery's broker): serve, as before limits existed, and say so.
+            logger.warning("API throttle not applied, the cache is unavailable: %s", error)
+            return True
+        self.retry_after = (window + 1) * seconds - now
+        return used <= limit
+
+    def wait(self) -> float:
+        return math.ceil(self.retry_after)
