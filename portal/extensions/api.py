@@ -39,6 +39,8 @@ def _minutes(request: Request, target: Target | None) -> int:
 
 
 class SessionExtendApi(APIView):
+    throttle_scopes = {"POST": "slurm"}
+
     @extend_schema(request=ExtendInputSerializer, responses=_RESPONSES, description=_DESCRIPTION,
                    summary="More time for a running notebook server")
     def post(self, request: Request, name: str) -> Response:
@@ -47,6 +49,8 @@ class SessionExtendApi(APIView):
 
 
 class JobExtendApi(APIView):
+    throttle_scopes = {"POST": "slurm"}
+
     @extend_schema(request=ExtendInputSerializer, responses=_RESPONSES, description=_DESCRIPTION,
                    summary="More time for a running job")
     def post(self, request: Request, job_id: int) -> Response:
