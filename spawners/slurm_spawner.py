@@ -40,6 +40,7 @@ from batchspawner import JobStatus, SlurmSpawner
 from batchspawner.api import BatchSpawnerAPIHandler
 from jupyterhub import apihandlers
 from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from traitlets import Dict, Float, List, Unicode, default
 
 from portal.containers.references import PATH as IMAGE_PATH
@@ -489,7 +490,9 @@ set -euo pipefail
         self._busy = False
         self._port_posted = asyncio.Event()
         self._posted_node = ""
-        self._posted_from = ""
+        self._posted_at = -math.inf
+        self._reported_reason: str | None = None  # the last `queued` report's; None: none sent yet
+        self._report_task: asyncio.Task | None = None
 
     # --- options -------------------------------------------------------------------------------
 
@@ -656,16 +659,38 @@ set -euo pipefail
             return JobStatus.RUNNING
         if job.state in PENDING:
             self.job_status = f"{job.state} {job.reason}"
+            self.queued_report(job.reason)
             return JobStatus.PENDING
         # SUSPENDED: still Slurm's job; keep the server.
         self.job_status = job.state
         return JobStatus.UNKNOWN
+
+    def queued_report(self, reason: str) -> None:
+        """Tell the portal that the server's job waits in Slurm's queue, and why, when that is news:
+        its pages read only its database, and its next poll cycle may be a minute away. In the
+        background, once: a lost report waits for that poll."""
+        if not (self.report_token and self.portal_url) or reason == self._reported_reason:
+            return
+        self._reported_reason = reason
+        body = {"event": "queued", **({"reason": reason} if reason else {})}
+        self._report_task = asyncio.ensure_future(self._report(body))
+
+    async def _report(self, body: dict[str, Any]) -> None:
+        try:
+            await AsyncHTTPClient().fetch(
+                f"{self.portal_url.rstrip('/')}/api/v1/reports/", method="POST", body=json.dumps(body),
+                request_timeout=5, headers={"Authorization": f"Report {self.report_token}",
+                                            "Content-Type": "application/json"})
+        except (OSError, HTTPClientError) as error:
+            self.log.warning("report %s of %s to the portal failed: %s", body["event"], self._log_name,
+                             error)
 
     async def start(self) -> tuple[str, int]:
         """Submit, then wait for the server's port, which its launcher posts once JupyterLab answers
         (the hub's first check then finds it up). No squeue per starting server: the job is looked up
         every `startup_check_interval` from the shared snapshot, only to notice one that ended."""
         self._busy = True
+        self._reported_reason = None
         self.ip = self.traits()["ip"].default_value
         self.port = 0
         self._port_posted.clear()
@@ -692,24 +717,25 @@ set -euo pipefail
             self._busy = False
 
     async def _node_address(self) -> str:
-        """Where the proxy reaches the server: the node's name, as squeue would give it, when that name
-        resolves to the address the callback came from; otherwise that address. So a job cannot send
-        the proxy to a host it does not run on."""
-        node, address = self._posted_node, self._posted_from
-        if node:
-            try:
-                found = await asyncio.get_running_loop().getaddrinfo(node, None)
-            except OSError:
-                found = []
-            if address in {entry[4][0] for entry in found}:
-                return node
-        return address
+        """Where the proxy reaches the server: the first node Slurm lists for this job, from a queue
+        snapshot taken after the port came. Never the callback's address, its headers (X-Real-Ip) or
+        the node name it claims: a job could point its server's route at any host."""
+        snapshot = await self.poller.snapshot(max_age=self.busy_queue_max_age, newer_than=self._posted_at)
+        job = (snapshot.jobs or {}).get(self.job_id)
+        node = first_node(job.nodes) if job is not None and job.state in RUNNING else ""
+        if not node:
+            raise RuntimeError(f"Slurm lists no node for job {self.job_id}, whose server posted its port.")
+        if self._posted_node and self._posted_node != node:
+            self.log.warning("Server job %s claims node %r; Slurm runs it on %r: routing there",
+                             self.job_id, self._posted_node, node)
+        return node
 
-    def port_posted(self, port: int, node: str, remote_ip: str) -> None:
-        """The server's launcher posted its port (PortOnlyAPIHandler): the job runs on `node`."""
+    def port_posted(self, port: int, node: str) -> None:
+        """The server's launcher posted its port (PortOnlyAPIHandler); `node` is what it says it runs
+        on, checked against Slurm's node list before anything is routed."""
         self.port = port
         self._posted_node = node
-        self._posted_from = remote_ip
+        self._posted_at = time.monotonic()
         self.job_status = f"RUNNING {node}"
         self.queue_reason = ""
         self._port_posted.set()
@@ -758,7 +784,7 @@ class PortOnlyAPIHandler(BatchSpawnerAPIHandler):
             raise web.HTTPError(400, "expected {\"port\": <1-65535>, \"node\": <hostname>} from a "
                                      "server's own token")
         if isinstance(spawner, PortalSlurmSpawner):
-            spawner.port_posted(port, node, self.request.remote_ip)
+            spawner.port_posted(port, node)
         else:
             spawner.port = port
         self.set_status(201)

@@ -5,6 +5,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+import pytest
 from batchspawner import JobStatus
 
 from slurm.errors import SlurmUnreachable
@@ -150,3 +151,26 @@ def test_progress_says_queued_with_the_reason_then_running(monkeypatch):
 
     assert run(messages()) == ["Queued in Slurm (job 7): Resources",
                                "Slurm job 7 runs on vm: starting JupyterLab"]
+
+
+def _spawner_on(monkeypatch, job):
+    poller = QueuePoller(StubSlurm([job]))
+    monkeypatch.setattr(PortalSlurmSpawner, "poller", property(lambda self: poller))
+    spawner = PortalSlurmSpawner()
+    spawner.job_id = "7"
+    return spawner
+
+
+def test_the_proxy_goes_to_the_node_slurm_lists_never_where_the_callback_says(monkeypatch):
+    """A job that posts its port claiming another node (or behind a forged X-Real-Ip, which the
+    handler no longer even reads) is routed to the node Slurm runs it on."""
+    spawner = _spawner_on(monkeypatch, replace(JOB, nodes="gpu-node[2-3]"))
+    spawner.port_posted(8888, "attacker.example.org")
+    assert run(spawner._node_address()) == "gpu-node2"
+
+
+def test_no_route_while_slurm_lists_no_node_for_the_job(monkeypatch):
+    spawner = _spawner_on(monkeypatch, replace(JOB, state="PENDING", nodes=""))
+    spawner.port_posted(8888, "gpu-node1")
+    with pytest.raises(RuntimeError, match="no node"):
+        run(spawner._node_address())
