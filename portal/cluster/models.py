@@ -4,7 +4,8 @@ from django.db import models
 
 
 class PollStatus(models.Model):
-    """A single row: when Slurm was last asked, and whether it answered."""
+    """A single row: when Slurm and JupyterHub were last asked by the poll cycle, and whether they
+    answered. Pages and the API say how current the state they show is from this."""
 
     checked_at = models.DateTimeField(null=True)
     refreshed_at = models.DateTimeField(null=True, help_text="Last successful refresh")
@@ -12,6 +13,8 @@ class PollStatus(models.Model):
     malformed_rows = models.PositiveIntegerField(
         default=0, help_text="Rows of Slurm's output skipped as malformed in the last successful poll")
     malformed_total = models.PositiveBigIntegerField(default=0, help_text="... and since the portal began")
+    hub_refreshed_at = models.DateTimeField(null=True, help_text="When JupyterHub last listed its servers")
+    hub_error = models.TextField(blank=True, help_text="Why the hub's last listing failed; empty if not")
 
     def __str__(self) -> str:
         return f"checked {self.checked_at}, refreshed {self.refreshed_at}"

@@ -20,9 +20,11 @@ class ReportApi(APIView):
         request=ReportSerializer,
         responses={202: ReportResultSerializer,
                    401: OpenApiResponse(ErrorSerializer, description="No report token, or not a valid one")},
-        summary="A job or a session's job reports its own transition (started, ready, exited)",
+        summary="A job or a session's job reports its own transition (started, ready, exited; queued from "
+                "a session's spawner)",
         description="Sent by the job script itself (templates/jobs/_common/report.sh) with its own "
-                    "token, `Authorization: Report <token>`. Idempotent: a repeat or a late report "
+                    "token, `Authorization: Report <token>`; `queued` by the hub's spawner with the "
+                    "session's token while its job waits. Idempotent: a repeat or a late report "
                     "answers `applied: false` and changes nothing.",
     )
     def post(self, request: Request) -> Response:

@@ -24,14 +24,19 @@ from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting
 from portal.servers.hub import HubError
 from portal.servers.models import NotebookServer
-from portal.servers.services import REPORTED_END_REASONS, server_end_refine, server_job_id_from_hub
+from portal.servers.services import (
+    REPORTED_END_REASONS,
+    server_end_refine,
+    server_job_id_from_hub,
+    server_queued_note,
+)
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 
 logger = logging.getLogger(__name__)
 
-Event = Literal["started", "ready", "exited"]
-EVENTS: tuple[str, ...] = ("started", "ready", "exited")
+Event = Literal["started", "ready", "exited", "queued"]
+EVENTS: tuple[str, ...] = ("started", "ready", "exited", "queued")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class Report:
     event: Event
     node: str = ""  # started: the node it runs on
     exit_code: int | None = None  # exited: the script's exit status
+    reason: str = ""  # queued (a session's spawner): Slurm's pending reason, if it gave one yet
 
 
 def report_apply(*, kind: ReportKind, pk: int, report: Report) -> bool:
@@ -65,7 +71,7 @@ def job_report_apply(*, job_id: int, report: Report) -> bool:
         if reported:
             transaction.on_commit(lambda: report_settle_dispatch(kind="job", pk=job_id))
         return bool(reported)
-    return False  # `ready` is a session's
+    return False  # `ready` and `queued` are a session's; a job's wait is the poll's
 
 
 def session_report_apply(*, server_id: int, report: Report) -> bool:
@@ -77,6 +83,8 @@ def session_report_apply(*, server_id: int, report: Report) -> bool:
             node=Case(When(node="", then=Value(report.node)), default=F("node"))))
     if report.event == "ready":
         return bool(live.filter(ready_at__isnull=True).update(ready_at=now))
+    if report.event == "queued":
+        return server_queued_note(server_id=server_id, reason=report.reason)
     # exited: ended now, as stopped if somebody asked for it; Slurm's record refines it.
     ended = live.update(ended_at=now, end_reason=Case(
         When(stop_requested_at__isnull=False, then=Value(NotebookServer.EndReason.STOPPED)),

@@ -8,7 +8,7 @@ from portal.core.errors import NotFound
 from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
 from portal.servers.selectors import server_card, server_cards, server_get
 from portal.servers.serializers import SessionCreateSerializer, SessionSerializer
-from portal.servers.services import server_start, server_stop, servers_refresh
+from portal.servers.services import server_start, server_stop
 
 _ERRORS = {
     400: OpenApiResponse(description="Invalid options or over a limit (`fields` names each)"),
@@ -16,14 +16,16 @@ _ERRORS = {
 }
 
 
-def _cards(request: Request) -> list:
-    return server_cards(user=request.user, hub_servers=servers_refresh(user=request.user))
+_FROM_THE_DATABASE = ("Read from the portal's database alone, never the hub or Slurm (the poll cycle and the "
+                      "sessions' own reports keep it current), so it answers as fast while they are down: "
+                      "`stale` then says so, and `as_of` since when.")
 
 
 class SessionListApi(APIView):
-    @extend_schema(responses=SessionSerializer(many=True), summary="Your notebook servers")
+    @extend_schema(responses=SessionSerializer(many=True), summary="Your notebook servers",
+                   description=_FROM_THE_DATABASE)
     def get(self, request: Request) -> Response:
-        return Response(SessionSerializer(_cards(request), many=True).data)
+        return Response(SessionSerializer(server_cards(user=request.user), many=True).data)
 
     @extend_schema(request=SessionCreateSerializer, parameters=[IDEMPOTENCY_PARAMETER],
                    responses={202: SessionSerializer, **_ERRORS},
@@ -37,17 +39,16 @@ class SessionListApi(APIView):
                               request_digest=request_digest(serializer.validated_data),
                               **serializer.validated_data)
         # No hub call here: the answer comes from the record (starting, or how it ended).
-        card = server_card(server=server, hub_servers=None, hub_known=True)
-        return Response(SessionSerializer(card).data, status=status.HTTP_202_ACCEPTED)
+        return Response(SessionSerializer(server_card(server=server)).data, status=status.HTTP_202_ACCEPTED)
 
 
 class SessionDetailApi(APIView):
     throttle_scopes = {"DELETE": "hub"}
 
     @extend_schema(responses={200: SessionSerializer, 404: OpenApiResponse(description="No such server")},
-                   summary="One of your notebook servers")
+                   summary="One of your notebook servers", description=_FROM_THE_DATABASE)
     def get(self, request: Request, name: str) -> Response:
-        card = next((card for card in _cards(request) if card.name == name), None)
+        card = next((card for card in server_cards(user=request.user) if card.name == name), None)
         if card is None:
             raise NotFound("No such server.")
         return Response(SessionSerializer(card).data)

@@ -9,6 +9,10 @@ import requests
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
+# The hub's paginated listings: {"items": [...], "_pagination": {"next": {"offset"...} | null}}.
+PAGINATION = "application/jupyterhub-pagination+json"
+PAGE_LIMIT = 200  # the hub's default api_page_max_limit
+
 
 class HubError(Exception):
     """The hub refused a request; `message` is the hub's own explanation."""
@@ -59,11 +63,11 @@ class JupyterHub:
                    settings.JUPYTERHUB_TIMEOUT_SECONDS)
 
     def _request(self, method: str, path: str, *, ok: tuple[int, ...], json: object = None,
-                 params: dict | None = None) -> requests.Response:
+                 params: dict | None = None, headers: dict[str, str] | None = None) -> requests.Response:
         try:
             response = requests.request(
                 method, f"{self.api_url}{path}", json=json, params=params, timeout=self.timeout,
-                headers={"Authorization": f"token {self.token}"},
+                headers={"Authorization": f"token {self.token}", **(headers or {})},
             )
         except requests.RequestException as error:
             raise HubUnavailable(f"JupyterHub did not answer: {error.__class__.__name__}") from error
@@ -91,6 +95,22 @@ class JupyterHub:
                 return {}
             raise
         return {name: _server(name, data) for name, data in (body.get("servers") or {}).items()}
+
+    def active_servers(self) -> dict[str, dict[str, HubServer]]:
+        """Every user's running and pending servers, by user name: one request for everybody (the
+        poll cycle's), a few more only past the hub's largest page."""
+        users: dict[str, dict[str, HubServer]] = {}
+        offset = 0
+        while True:
+            body = self._request("GET", "/users", ok=(200,), headers={"Accept": PAGINATION},
+                                 params={"state": "active", "offset": offset, "limit": PAGE_LIMIT}).json()
+            for user in body.get("items") or []:
+                users[user["name"]] = {name: _server(name, data)
+                                       for name, data in (user.get("servers") or {}).items()}
+            following = (body.get("_pagination") or {}).get("next") or {}
+            if not isinstance(following.get("offset"), int) or following["offset"] <= offset:
+                return users
+            offset = following["offset"]
 
     def user_ensure(self, username: str) -> None:
         self._request("POST", self._user_path(username), ok=(201, 409))

@@ -6,11 +6,12 @@ from django.db.models import Q
 class NotebookServer(models.Model):
     """A notebook server the portal started: the options asked for, and how it ended.
 
-    Its live state (queued, starting, ready) comes from the hub and the last Slurm poll. Timing:
-    created_at (submitted), hub_accepted_at, started_at (Slurm runs it), ready_at, first_connect_at
-    (the first Open through the portal), ended_at, and Slurm's pending reasons over time. Its job
-    reports started (with its node), ready and exited itself (portal.reports); the hub and the poll
-    fill in what a report missed.
+    Its state (queued, starting, ready) is kept here, so pages and the API read only the database:
+    its job reports started (with its node), ready and exited itself, the spawner reports it queued
+    (portal.reports), and the poll cycle fills in what a report missed from the hub's listing and
+    Slurm's queue. Timing: created_at (submitted), hub_accepted_at, queued_at, started_at (Slurm
+    runs it), ready_at, first_connect_at (the first Open through the portal), ended_at, and Slurm's
+    pending reasons over time.
     """
 
     class EndReason(models.TextChoices):
@@ -48,6 +49,8 @@ class NotebookServer(models.Model):
     spawn_attempts = models.PositiveSmallIntegerField(default=0)
     spawn_attempted_at = models.DateTimeField(null=True, blank=True)
     hub_accepted_at = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True,
+                                     help_text="When its job was first seen waiting in Slurm's queue")
     started_at = models.DateTimeField(null=True, blank=True, help_text="When Slurm started its job")
     node = models.CharField(max_length=64, blank=True,
                             help_text="The node its job reported running on (portal.reports)")

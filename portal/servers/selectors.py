@@ -1,21 +1,23 @@
-"""Reads for the server page and API: the portal's record + the hub's answer + the last Slurm poll.
+"""Reads for the server page and API: the portal's own records, never the hub or Slurm.
 
-Slurm is never asked here: its state comes from the poll (`portal.cluster.models.SlurmJob`) and from
-the hub's spawner, which watches the queue closely while a server starts (`HubServer.job_status`).
+The poll cycle keeps them current from one hub listing and one `squeue` for everybody
+(`servers_hub_sync`, `servers_apply_queue`), the reports of each session's job and spawner in between
+(portal.reports); `sessions_freshness` says how current that is. So a page answers as fast when the
+hub or Slurm is down, and says since when it has not heard from them.
 """
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.utils import timezone
 
 from portal.accounts.models import User
-from portal.cluster.models import SlurmJob
-from portal.servers.hub import HubServer
+from portal.cluster.models import PollStatus, SlurmJob
 from portal.servers.models import NotebookServer
 
 RECENTLY_ENDED = timedelta(days=1)
@@ -23,9 +25,42 @@ RECENT_PAGE_SIZE = 10
 
 
 @dataclass(frozen=True)
+class Freshness:
+    """How current the session states are: the poll cycle's last successful looks at the hub and
+    at Slurm (`as_of`, the older of the two; None before both answered once) and, when they may be
+    out of date, why."""
+
+    as_of: datetime | None
+    stale_reason: str
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.stale_reason)
+
+
+def sessions_freshness() -> Freshness:
+    status = PollStatus.objects.filter(pk=1).first()  # not PollStatus.get(): a read never writes
+    if status is None:
+        return Freshness(as_of=None, stale_reason="the hub and Slurm have not been asked yet")
+    down = [name for name, error in (("the hub", status.hub_error), ("Slurm", status.error)) if error]
+    looks = (status.hub_refreshed_at, status.refreshed_at)
+    as_of = None if None in looks else min(looks)
+    limit = timedelta(seconds=settings.SLURM_POLL_SECONDS * settings.SLURM_STALE_AFTER_CYCLES)
+    if down:
+        reason = f"{' and '.join(down)} {'is' if len(down) == 1 else 'are'} not answering"
+    elif as_of is None:
+        reason = "the hub and Slurm have not been asked yet"
+    elif timezone.now() - as_of > limit:
+        reason = "the portal has not asked the hub and Slurm for a while"
+    else:
+        reason = ""
+    return Freshness(as_of=as_of, stale_reason=reason)
+
+
+@dataclass(frozen=True)
 class ServerCard:
     name: str
-    state: str  # submitting, queued, starting, ready, stopping, unknown, ended
+    state: str  # queued, starting, ready, stopping, ended
     partition: str
     gpus: int
     hours: float
@@ -47,6 +82,7 @@ class ServerCard:
     ready_at: datetime | None
     first_connect_at: datetime | None
     pending_reasons: list
+    freshness: Freshness
 
     @property
     def status(self) -> str:
@@ -61,6 +97,19 @@ class ServerCard:
         return self.state != "ended"
 
     @property
+    def stale_reason(self) -> str:
+        """Why its state may have moved on since `as_of`; an ended session's never does."""
+        return self.freshness.stale_reason if self.active else ""
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.stale_reason)
+
+    @property
+    def as_of(self) -> datetime | None:
+        return self.freshness.as_of
+
+    @property
     def queue_wait(self) -> timedelta | None:
         return _whole(self.started_at - self.created_at) if self.started_at else None
 
@@ -73,99 +122,86 @@ def _whole(delta: timedelta) -> timedelta:
     return timedelta(seconds=max(round(delta.total_seconds()), 0))
 
 
-def server_cards(*, user: User, hub_servers: dict[str, HubServer] | None) -> list[ServerCard]:
-    """Active servers, then those ended in the last day. `hub_servers` None: the hub is down."""
+def server_cards(*, user: User, freshness: Freshness | None = None) -> list[ServerCard]:
+    """Active servers, then those ended in the last day."""
     recent = NotebookServer.objects.filter(user=user).exclude(ended_at__lt=timezone.now() - RECENTLY_ENDED)
-    rows = list(recent)
-    return _cards(rows, hub_servers)
+    return _cards(list(recent.select_related("user")), freshness or sessions_freshness())
 
 
-def server_cards_active(*, user: User, hub_servers: dict[str, HubServer] | None) -> list[ServerCard]:
-    return _cards(list(NotebookServer.objects.filter(user=user, ended_at__isnull=True)), hub_servers)
+def server_cards_active(*, user: User, freshness: Freshness | None = None) -> list[ServerCard]:
+    rows = NotebookServer.objects.filter(user=user, ended_at__isnull=True).select_related("user")
+    return _cards(list(rows), freshness or sessions_freshness())
 
 
 def server_recent_page(*, user: User, page: object = 1) -> Page:
     """Ended servers, newest first, a page at a time: the servers page's collapsed "recent" list."""
     ended = NotebookServer.objects.filter(user=user, ended_at__isnull=False).order_by("-ended_at", "-pk")
     page_obj = Paginator(ended, RECENT_PAGE_SIZE).get_page(page)
-    page_obj.object_list = [_card(row, None, None, timezone.now(), hub_known=True)
-                            for row in page_obj.object_list]
+    fresh = Freshness(as_of=None, stale_reason="")  # ended: final, whenever the hub was last asked
+    page_obj.object_list = [_card(row, None, timezone.now(), fresh) for row in page_obj.object_list]
     return page_obj
 
 
-def _cards(rows: list[NotebookServer], hub_servers: dict[str, HubServer] | None) -> list[ServerCard]:
+def _cards(rows: list[NotebookServer], freshness: Freshness) -> list[ServerCard]:
     now = timezone.now()
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[row.job_id for row in rows if row.job_id and row.ended_at is None])}
-    return [_card(row, (hub_servers or {}).get(row.name), jobs.get(row.job_id), now,
-                  hub_known=hub_servers is not None) for row in rows]
+    return [_card(row, jobs.get(row.job_id), now, freshness) for row in rows]
 
 
-def server_card(*, server: NotebookServer, hub_servers: dict[str, HubServer] | None,
-                hub_known: bool | None = None) -> ServerCard:
+def server_card(*, server: NotebookServer, freshness: Freshness | None = None) -> ServerCard:
     """The card of one server, ended long ago or not (an idempotent replay may ask for any)."""
     job = SlurmJob.objects.filter(job_id=server.job_id).first() if server.job_id else None
-    hub = (hub_servers or {}).get(server.name) if server.ended_at is None else None
-    known = hub_servers is not None if hub_known is None else hub_known
-    return _card(server, hub, job, timezone.now(), hub_known=known)
+    return _card(server, job, timezone.now(), freshness or sessions_freshness())
 
 
 def server_get(*, user: User, name: str) -> NotebookServer | None:
     return NotebookServer.objects.filter(user=user, name=name, ended_at__isnull=True).first()
 
 
-def _state(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, *, hub_known: bool) -> str:
+def _state(row: NotebookServer) -> str:
     if row.ended_at is not None:
         return "ended"
-    if row.hub_accepted_at is None and hub is None:
-        return "starting"  # the spawn task is asking the hub
-    if not hub_known:
-        return "unknown"
-    if hub is None:
-        # The hub let it go (one with a Slurm job ends at the poll cycle, from Slurm's record), or
-        # nobody asked it yet: the record of a start just accepted.
-        return "stopping" if row.job_id else "starting"
-    if hub.pending == "stop":
+    if row.stop_requested_at is not None:
         return "stopping"
-    if hub.ready:
+    if row.ready_at is not None:
         return "ready"
-    # The spawner's view is seconds old at most, the poll's up to a cycle; the job's own `started`
-    # report (started_at) is newer than either.
-    pending = hub.slurm_state == "PENDING" or (not hub.slurm_state and job is not None
-                                               and job.state == "PENDING")
-    return "queued" if pending and row.started_at is None else "starting"
+    # Its job's `started` report, or the poll, is newer than the spawner's `queued` report.
+    return "queued" if row.queued_at is not None and row.started_at is None else "starting"
 
 
-def _card(row: NotebookServer, hub: HubServer | None, job: SlurmJob | None, now: datetime,
-          *, hub_known: bool) -> ServerCard:
-    state = _state(row, hub, job, hub_known=hub_known)
+def _card(row: NotebookServer, job: SlurmJob | None, now: datetime, freshness: Freshness) -> ServerCard:
+    state = _state(row)
     active = row.ended_at is None
     job_running = job is not None and job.state == "RUNNING"
-    hub_running = hub is not None and hub.slurm_state == "RUNNING"
-    # The node its job reported (portal.reports) once it did; before that, the poll's or the hub's.
-    node = (row.node or (job.nodes if job_running else hub.slurm_detail if hub_running else "")
-            if active else "")
+    # The node its job reported (portal.reports) once it did; before that, the poll's.
+    node = (row.node or (job.nodes if job_running else "")) if active else ""
     if active and job_running and job.end_time:
         time_left = _whole(job.end_time - now)
-    elif active and (hub_running or job_running) and row.started_at:
+    elif active and row.started_at:
         # Slurm runs it but the poll has not seen it yet: its limit counts from the start.
-        time_left = _whole(row.started_at + timedelta(hours=row.hours) - now)
+        time_left = _whole((row.ends_at or row.started_at + timedelta(hours=row.hours)) - now)
     else:
         time_left = None
     reason = ""
     if state == "queued":
-        reason = hub.slurm_detail if hub is not None and hub.slurm_state == "PENDING" else job.reason
+        reason = row.pending_reasons[-1][1] if row.pending_reasons else job.reason if job is not None else ""
     return ServerCard(
         name=row.name, state=state, partition=row.partition, gpus=row.gpus, hours=row.hours,
         nodes=row.nodes, environment=row.environment, profile=row.profile, job_id=row.job_id, node=node,
-        queue_reason=reason, time_left=time_left,
-        url=f"{settings.JUPYTERHUB_URL.rstrip('/')}{hub.url}lab" if hub is not None and hub.ready else "",
+        queue_reason=reason, time_left=time_left, url=_lab_url(row) if state == "ready" else "",
         created_at=row.created_at, ended_at=row.ended_at,
         end_reason=row.get_end_reason_display() if row.end_reason else "", end_detail=row.end_detail,
         queue_timeout_minutes=row.queue_timeout_minutes, hub_accepted_at=row.hub_accepted_at,
         started_at=row.started_at, ready_at=row.ready_at, first_connect_at=row.first_connect_at,
-        pending_reasons=list(row.pending_reasons or []),
+        pending_reasons=list(row.pending_reasons or []), freshness=freshness,
     )
+
+
+def _lab_url(row: NotebookServer) -> str:
+    """JupyterLab of a named server, where the hub serves it (its /user/<name>/<server>/ path)."""
+    path = f"/user/{quote(row.user.username, safe='')}/{quote(row.name, safe='')}/lab"
+    return f"{settings.JUPYTERHUB_URL.rstrip('/')}{path}"
 
 
 # The start form's options a session can be relaunched with (and a preset's link can carry).

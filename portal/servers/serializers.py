@@ -6,8 +6,8 @@ from portal.policy.rules import SERVER_NAME, SERVER_NAME_RULE
 
 class SessionSerializer(serializers.Serializer):
     name = serializers.CharField()
-    state = serializers.ChoiceField(choices=["submitting", "queued", "starting", "ready", "stopping",
-                                             "unknown", "ended"])
+    state = serializers.ChoiceField(choices=["queued", "starting", "ready", "stopping", "ended"],
+                                    help_text="As of `as_of`: read from the portal's database")
     status = serializers.CharField(help_text="State for people, e.g. 'queued: Resources'")
     partition = serializers.CharField()
     gpus = serializers.IntegerField(help_text="GPUs per node")
@@ -34,6 +34,14 @@ class SessionSerializer(serializers.Serializer):
         help_text="[time, reason] each time Slurm's pending reason changed")
     end_reason = serializers.CharField(help_text="What ended it: you, the idle culler, the time limit")
     end_detail = serializers.CharField(help_text="Why it was refused, when it was")
+    stale = serializers.BooleanField(
+        help_text="True when the hub or Slurm is not answering the portal's poll (or it has not asked them "
+                  "for a few cycles): the state may have moved on since `as_of`. Never for an ended session")
+    as_of = serializers.DateTimeField(
+        allow_null=True, help_text="The older of the poll cycle's last successful looks at the hub and at "
+                                   "Slurm; null before both answered once")
+    stale_reason = serializers.CharField(help_text="Why it is stale, e.g. 'the hub is not answering'; "
+                                                   "empty when it is not")
 
     def get_time_left_seconds(self, card: object) -> int | None:
         return None if card.time_left is None else int(card.time_left.total_seconds())

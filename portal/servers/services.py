@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
-from portal.cluster.models import SlurmJob
+from portal.cluster.models import PollStatus, SlurmJob
 from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.published import file_publish
@@ -293,19 +293,25 @@ def server_connect(*, server: NotebookServer) -> None:
         first_connect_at=timezone.now())
 
 
-def servers_refresh(*, user: User, hub: JupyterHub | None = None) -> dict[str, HubServer] | None:
-    """Ask the hub for the user's servers and bring the portal's record up to date.
-
-    Returns the hub's view, or None when the hub does not answer (nothing is changed then).
-    """
+def servers_hub_sync(*, hub: JupyterHub | None = None) -> bool:
+    """The poll cycle: one listing of every user's servers from the hub (`servers_sync` for each
+    user concerned), so that pages and the API need not ask it. Records when the hub last answered,
+    or why not (PollStatus: what pages say about how current session states are). False when the
+    hub did not answer; nothing else changes then."""
     hub = hub or JupyterHub.from_settings()
+    listed_at = timezone.now()
     try:
-        hub_servers = hub.servers(user.username)
+        listing = hub.active_servers()
     except HubError as error:
-        logger.warning("hub unavailable for %s: %s", user.username, error.message)
-        return None
-    servers_sync(user=user, hub_servers=hub_servers)
-    return hub_servers
+        logger.warning("hub listing failed, session states kept: %s", error.message)
+        PollStatus.objects.update_or_create(pk=1, defaults={"hub_error": error.message or "No answer."})
+        return False
+    concerned = {*listing, *NotebookServer.objects.filter(ended_at__isnull=True).values_list(
+        "user__username", flat=True)}
+    for user in User.objects.filter(username__in=concerned):
+        servers_sync(user=user, hub_servers=listing.get(user.username, {}), listed_at=listed_at)
+    PollStatus.objects.update_or_create(pk=1, defaults={"hub_refreshed_at": listed_at, "hub_error": ""})
+    return True
 
 
 def _reason_noted(server: NotebookServer, reason: str, now: datetime) -> bool:
@@ -318,58 +324,93 @@ def _reason_noted(server: NotebookServer, reason: str, now: datetime) -> bool:
 
 
 @transaction.atomic
-def servers_sync(*, user: User, hub_servers: dict[str, HubServer]) -> None:
-    """Adopt servers started at the hub directly, record job ids and timing from the hub's view
-    (its spawner watches the queue every fraction of a second while a server starts), and end what
-    the hub no longer runs and never had a Slurm job for; those with one are ended by the poll
-    cycle, from Slurm's own record (`servers_apply_accounting`)."""
+def servers_sync(*, user: User, hub_servers: dict[str, HubServer], listed_at: datetime | None = None) -> None:
+    """Adopt servers started at the hub directly, record job ids, activity and timing from the hub's
+    view (its spawner watches the queue closely while a server starts), and end what the hub no
+    longer runs and never had a Slurm job for; those with one are ended by the poll cycle, from
+    Slurm's own record (`servers_apply_accounting`). `listed_at`: when the hub was asked (default
+    now); what changed in the portal since is not the hub's to judge."""
     now = timezone.now()
+    listed_at = listed_at or now
     active = {s.name: s for s in NotebookServer.objects.select_for_update().filter(
         user=user, ended_at__isnull=True)}
-    # A job that reported its own exit (portal.reports) ended its record before the hub noticed:
-    # the hub still lists it for a while, and that is not a server started at the hub.
-    ended_jobs = set(NotebookServer.objects.filter(
-        user=user, ended_at__isnull=False,
-        job_id__in=[s.job_id for name, s in hub_servers.items() if s.job_id and name not in active],
-    ).values_list("job_id", flat=True))
-    for name, hub_server in hub_servers.items():
-        if name not in active and hub_server.job_id not in ended_jobs:
-            options = hub_server.user_options
-            active[name] = NotebookServer.objects.create(
-                user=user, name=name, partition=str(options.get("partition", "")),
-                gpus=int(options.get("gpus", 0)), hours=float(options.get("hours", 0)),
-                nodes=int(options.get("nodes", 1)), environment=_environment_name(options.get("environment")),
-                hub_accepted_at=now,
-            )
+    listed_only = {name: s for name, s in hub_servers.items() if name not in active}
+    # Not a server started at the hub: one whose job reported its exit (portal.reports) before the
+    # hub noticed, or one stopped while the hub's answer was on the way; the hub still lists them.
+    ended = NotebookServer.objects.filter(user=user, ended_at__isnull=False).filter(
+        Q(job_id__in=[s.job_id for s in listed_only.values() if s.job_id])
+        | Q(name__in=listed_only, ended_at__gte=listed_at)).values_list("name", "job_id", "ended_at")
+    for name, hub_server in listed_only.items():
+        if any((job_id and job_id == hub_server.job_id) or (ended_name == name and ended_at >= listed_at)
+               for ended_name, job_id, ended_at in ended):
+            continue
+        options = hub_server.user_options
+        active[name] = NotebookServer.objects.create(
+            user=user, name=name, partition=str(options.get("partition", "")),
+            gpus=int(options.get("gpus", 0)), hours=float(options.get("hours", 0)),
+            nodes=int(options.get("nodes", 1)), environment=_environment_name(options.get("environment")),
+            hub_accepted_at=now,
+        )
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[s.job_id for s in hub_servers.values() if s.job_id])}
     for name, server in active.items():
         hub_server = hub_servers.get(name)
         if hub_server is None:
-            # Not accepted yet: the spawn task (or its retry) is still asking the hub.
-            if not server.job_id and server.hub_accepted_at is not None:
+            # Accepted before the hub was asked and gone from its list: the hub let it go. Not
+            # accepted yet: the spawn task (or its retry) is still asking the hub.
+            accepted = server.hub_accepted_at
+            if not server.job_id and accepted is not None and accepted < listed_at:
                 server.ended_at = now
                 server.end_reason = (NotebookServer.EndReason.STOPPED if server.stop_requested_at
                                      else NotebookServer.EndReason.ENDED)
                 server.save(update_fields=["ended_at", "end_reason"])
             continue
-        job = jobs.get(hub_server.job_id)
-        server.job_id = hub_server.job_id or server.job_id
-        server.last_activity = hub_server.last_activity or server.last_activity
-        server.ends_at = job.end_time if job is not None and job.state == "RUNNING" else server.ends_at
-        fields = ["job_id", "last_activity", "ends_at"]
-        if server.hub_accepted_at is None:  # the hub has it while its answer to the task is on the way
-            server.hub_accepted_at = now
-            fields.append("hub_accepted_at")
-        if hub_server.slurm_state == "RUNNING" and server.started_at is None:
-            server.started_at = job.start_time if job is not None and job.start_time else now
-            fields.append("started_at")
-        if hub_server.ready and server.ready_at is None:
-            server.ready_at = now
-            fields.append("ready_at")
-        if hub_server.slurm_state == "PENDING" and _reason_noted(server, hub_server.slurm_detail, now):
+        _hub_view_apply(server, hub_server, jobs.get(hub_server.job_id), now)
+
+
+def _hub_view_apply(server: NotebookServer, hub_server: HubServer, job: SlurmJob | None,
+                    now: datetime) -> None:
+    """What the hub's listing adds to the record; written only when something changed (every cycle
+    looks at every active server)."""
+    changes: dict[str, Any] = {}
+    if hub_server.job_id and hub_server.job_id != server.job_id:
+        changes["job_id"] = hub_server.job_id
+    if hub_server.last_activity and hub_server.last_activity != server.last_activity:
+        changes["last_activity"] = hub_server.last_activity
+    if job is not None and job.state == "RUNNING" and job.end_time != server.ends_at:
+        changes["ends_at"] = job.end_time
+    if server.hub_accepted_at is None:  # the hub has it while its answer to the task is on the way
+        changes["hub_accepted_at"] = now
+    if hub_server.slurm_state == "PENDING" and server.queued_at is None:
+        changes["queued_at"] = now
+    if hub_server.slurm_state == "RUNNING" and server.started_at is None:
+        changes["started_at"] = job.start_time if job is not None and job.start_time else now
+    if hub_server.ready and server.ready_at is None:
+        changes["ready_at"] = now
+    if hub_server.slurm_state == "PENDING" and _reason_noted(server, hub_server.slurm_detail, now):
+        changes["pending_reasons"] = server.pending_reasons
+    if changes:
+        NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(**changes)
+
+
+def server_queued_note(*, server_id: int, reason: str) -> bool:
+    """The spawner saw the server's job wait in Slurm's queue (its `queued` report, portal.reports):
+    queued, with Slurm's reason, without waiting for the next poll cycle. Only before its job
+    started; True when it changed the record."""
+    now = timezone.now()
+    with transaction.atomic():
+        server = NotebookServer.objects.select_for_update().filter(
+            pk=server_id, ended_at__isnull=True, started_at__isnull=True).first()
+        if server is None:
+            return False
+        fields = [name for name in ("hub_accepted_at", "queued_at") if getattr(server, name) is None]
+        for name in fields:  # the spawner runs it: the hub has accepted it
+            setattr(server, name, now)
+        if _reason_noted(server, reason, now):
             fields.append("pending_reasons")
-        server.save(update_fields=fields)
+        if fields:
+            server.save(update_fields=fields)
+        return bool(fields)
 
 
 def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) -> list[NotebookServer]:
@@ -395,6 +436,8 @@ def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) 
             changes.update(job_id=row.job_id, ends_at=ends_at)
         if row.state == "RUNNING" and server.started_at is None:
             changes["started_at"] = row.start_time or now
+        if row.state == "PENDING" and server.queued_at is None:
+            changes["queued_at"] = now
         if row.state == "PENDING" and _reason_noted(server, row.reason, now):
             changes["pending_reasons"] = server.pending_reasons
         if changes:

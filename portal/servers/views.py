@@ -16,20 +16,23 @@ from portal.servers.selectors import (
     server_get,
     server_recent_page,
     server_start_initial,
+    sessions_freshness,
 )
-from portal.servers.services import server_connect, server_start, server_stop, servers_refresh
+from portal.servers.services import server_connect, server_start, server_stop
 from portal.servers.timing import SESSION_CSV_COLUMNS, session_csv_row
 
 # Cards in these states change by themselves: the page asks for fresh ones every few seconds.
-MOVING = {"submitting", "queued", "starting", "stopping", "unknown"}
+MOVING = {"queued", "starting", "stopping"}
 
 
 def _cards_context(request: HttpRequest) -> dict:
-    hub_servers = servers_refresh(user=request.user)
-    cards = server_cards_active(user=request.user, hub_servers=hub_servers)
-    return {"cards": cards, "hub_down": hub_servers is None,
+    """From the database alone (portal.servers.selectors), however the hub and Slurm are doing."""
+    freshness = sessions_freshness()
+    cards = server_cards_active(user=request.user, freshness=freshness)
+    # Stale: keep asking, so the notice goes once the poll cycle hears from the hub and Slurm again.
+    return {"cards": cards, "freshness": freshness,
             "recent": server_recent_page(user=request.user, page=request.GET.get("recent", 1)),
-            "moving": any(card.state in MOVING for card in cards)}
+            "moving": freshness.stale or any(card.state in MOVING for card in cards)}
 
 
 @login_required
@@ -70,7 +73,7 @@ def server_open_view(request: HttpRequest, name: str) -> HttpResponse:
     server = server_get(user=request.user, name=name)
     if server is None:
         raise Http404("No such server.")
-    card = server_card(server=server, hub_servers=servers_refresh(user=request.user))
+    card = server_card(server=server)
     if not card.url:
         messages.error(request, f"{name} is not ready yet: {card.status}.")
         return redirect("servers:list")

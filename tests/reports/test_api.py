@@ -132,6 +132,9 @@ def test_no_csrf_and_no_session_are_needed():
     ({"event": "exited", "exit_code": 0, "node": "n1"}, "node"),
     ({"event": "started", "node": "n1", "exit_code": 0}, "exit_code"),
     ({"event": "ready", "state": "COMPLETED"}, "state"),
+    ({"event": "queued", "reason": "Resources; reboot"}, "reason"),
+    ({"event": "queued", "reason": ""}, "reason"), ({"event": "queued", "reason": "R" * 129}, "reason"),
+    ({"event": "ready", "reason": "Resources"}, "reason"),
 ])
 def test_a_bad_body_is_a_400_naming_the_field(body, field):
     job = _job()
@@ -334,17 +337,42 @@ def test_session_exited_after_a_stop_at_the_time_limit_is_the_time_limit(slurm,
     assert server.end_reason == NotebookServer.EndReason.TIME_LIMIT
 
 
-def test_the_session_card_shows_the_reported_node(user, monkeypatch):
-    from portal.servers.hub import HubServer
+def test_the_session_card_shows_the_reported_node(user):
     from portal.servers.selectors import server_card
+    from tests.servers.factories import SlurmJobFactory
 
     server = NotebookServerFactory(user=user, job_id="77")
-    hub = {server.name: HubServer(name=server.name, ready=True, pending=None, url="/user/alice/x/",
-                                  last_activity=None, job_id="77", job_status="RUNNING vm")}
-    assert server_card(server=server, hub_servers=hub).node == "vm"
+    SlurmJobFactory(job_id="77", nodes="vm")  # the poll's
+    assert server_card(server=server).node == "vm"
     _report(report_token("session", server.pk), {"event": "started", "node": "gpu-node2"})
     server.refresh_from_db()
-    assert server_card(server=server, hub_servers=hub).node == "gpu-node2"
+    assert server_card(server=server).node == "gpu-node2"
+
+
+def test_the_spawners_queued_report_shows_the_session_queued_until_its_job_starts(user):
+    """The hub's spawner reports the wait as it sees it: no poll cycle needed for the page to say so."""
+    from portal.servers.selectors import server_card
+
+    server = NotebookServerFactory(user=user, job_id="", started_at=None, hub_accepted_at=None)
+    token = report_token("session", server.pk)
+    assert _report(token, {"event": "queued"}).json() == {"applied": True}  # Slurm gave no reason yet
+    server.refresh_from_db()
+    assert server_card(server=server).status == "queued: waiting" and server.hub_accepted_at is not None
+    for reason, applied in (("Priority", True), ("Priority", False), ("Resources", True)):
+        assert _report(token, {"event": "queued", "reason": reason}).json() == {"applied": applied}
+    server.refresh_from_db()
+    assert [reason for _, reason in server.pending_reasons] == ["Priority", "Resources"]
+    assert server_card(server=server).status == "queued: Resources"
+    assert _report(token, {"event": "started", "node": "gpu-node1"}).json() == {"applied": True}
+    assert _report(token, {"event": "queued", "reason": "Priority"}).json() == {"applied": False}  # late
+    server.refresh_from_db()
+    assert server_card(server=server).state == "starting" and len(server.pending_reasons) == 2
+
+
+def test_a_jobs_queued_report_changes_nothing():
+    job = _job()
+    assert _report(report_token("job", job.pk), {"event": "queued", "reason": "Resources"}).json() == {
+        "applied": False}
 
 
 @pytest.fixture

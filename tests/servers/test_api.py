@@ -1,12 +1,15 @@
 """Servers API and page against a fake hub: validation, ownership, states, outages."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from oauth2_provider.models import AccessToken, Application
 
 from portal.accounts.oauth import hub_oauth_application_ensure
+from portal.cluster.models import PollStatus
 from portal.core.report_tokens import report_token_read
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
@@ -14,6 +17,7 @@ from portal.servers.services import (
     server_spawn,
     servers_apply_accounting,
     servers_apply_queue,
+    servers_hub_sync,
     servers_spawn_retry,
     servers_sync,
 )
@@ -34,6 +38,7 @@ class FakeHub:
     """The hub adapter's interface, in memory."""
 
     def __init__(self):
+        self.username = "alice"  # whose servers `running` are
         self.running: dict[str, HubServer] = {}
         self.started: list[dict] = []
         self.down = False
@@ -63,6 +68,10 @@ class FakeHub:
     def servers(self, username):
         self._check()
         return dict(self.running)
+
+    def active_servers(self):
+        self._check()
+        return {self.username: dict(self.running)} if self.running else {}
 
     def tokens_revoke(self, username):
         return 0
@@ -139,7 +148,8 @@ def test_slurm_or_hub_refusal_ends_the_session_with_its_words(token_client, hub)
 
 def test_queued_server_shows_slurms_reason(token_client, user, hub):
     token_client.post(URL, {"name": "big", "gpus": 4}, format="json")
-    SlurmJobFactory(job_id="4242", state="PENDING", reason="Resources", nodes="")
+    hub.running["big"] = replace(hub.running["big"], job_status="PENDING Resources")
+    servers_hub_sync()  # the poll cycle's look at the hub
     body = token_client.get(f"{URL}big/").json()
     assert (body["state"], body["status"], body["job_id"]) == ("queued", "queued: Resources", "4242")
 
@@ -149,6 +159,7 @@ def test_ready_server_has_node_time_left_and_jupyterlab_url(token_client, user, 
     hub.running["lab"] = HubServer(name="lab", ready=True, pending=None, url="/user/alice/lab/",
                                    last_activity=None, job_id="4242")
     SlurmJobFactory(job_id="4242", end_time=timezone.now() + timedelta(hours=2))
+    servers_hub_sync()
     body = token_client.get(f"{URL}lab/").json()
     assert body["state"] == "ready" and body["node"] == "vm"
     assert 7000 < body["time_left_seconds"] <= 7200
@@ -171,11 +182,19 @@ def test_other_users_servers_are_404(token_client, hub):
     assert [s["name"] for s in token_client.get(URL).json()] == []
 
 
-def test_hub_down_keeps_servers_in_unknown_state(token_client, user, hub):
-    NotebookServerFactory(user=user, name="kept")
+def test_hub_down_keeps_servers_as_last_seen_and_says_since_when(token_client, user, hub):
+    NotebookServerFactory(user=user, name="kept", ready_at=timezone.now())
+    hub.running["kept"] = HubServer(name="kept", ready=True, pending=None, url="/user/alice/kept/",
+                                    last_activity=None, job_id="4242")
+    assert servers_hub_sync() is True
+    PollStatus.objects.filter(pk=1).update(refreshed_at=timezone.now())  # Slurm answers
+    seen = PollStatus.objects.get().hub_refreshed_at
     hub.down = True
-    body = token_client.get(URL).json()
-    assert [(s["name"], s["state"]) for s in body] == [("kept", "unknown")]
+    assert servers_hub_sync() is False
+    [body] = token_client.get(URL).json()
+    assert (body["name"], body["state"], body["stale"]) == ("kept", "ready", True)
+    assert body["stale_reason"] == "the hub is not answering"
+    assert parse_datetime(body["as_of"]) == seen
     assert NotebookServer.objects.get(name="kept").ended_at is None
 
 

@@ -14,7 +14,7 @@ from portal.policy.services import policy_publish
 from portal.poll.cycle import poll_cycle
 from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_cards
-from portal.servers.services import server_start, server_stop, servers_refresh
+from portal.servers.services import server_start, server_stop, servers_hub_sync
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
 from tests.hub import (
@@ -49,7 +49,9 @@ def ready_server(hub, username: str, name: str, timeout: float = 60) -> dict:
 
 
 def card(user, name):
-    return next(c for c in server_cards(user=user, hub_servers=servers_refresh(user=user)) if c.name == name)
+    """Its card after the poll cycle's look at the hub (pages read only the database)."""
+    servers_hub_sync()
+    return next(c for c in server_cards(user=user) if c.name == name)
 
 
 def test_two_gpu_server_gets_two_devices_and_stop_ends_the_job(portal_hub, live_server):
