@@ -4,6 +4,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.containers.pulls import pull_start
 from portal.containers.selectors import credential_list, image_get, image_list, pull_get
 from portal.containers.serializers import (
     CredentialInputSerializer,
@@ -11,7 +12,7 @@ from portal.containers.serializers import (
     ImageSerializer,
     PullSerializer,
 )
-from portal.containers.services import credential_delete, credential_store, pull_refresh, pull_start
+from portal.containers.services import credential_delete, credential_store
 from portal.core.errors import InvalidInput, NotFound
 
 
@@ -38,8 +39,9 @@ class ImagePullApi(APIView):
         request=None,
         responses={202: PullSerializer, 404: OpenApiResponse(description="No such image")},
         summary="Pull a catalog image into your own image directory",
-        description="Submits a Slurm job, as you, that pulls the image with its runtime using "
-        "your stored key for its registry (if any). Poll GET /api/v1/pulls/{id}/.",
+        description="Saves the pull; a background worker submits a Slurm job, as you, that pulls the "
+        "image with its runtime using your stored key for its registry (if any): `slurm_job_id` is "
+        "empty until then. Poll GET /api/v1/pulls/{id}/.",
     )
     def post(self, request: Request, image_id: int) -> Response:
         image = image_get(user=request.user, image_id=image_id)
@@ -53,12 +55,13 @@ class PullDetailApi(APIView):
     @extend_schema(
         responses={200: PullSerializer, 404: OpenApiResponse(description="No such pull, or another user's")},
         summary="A pull's state, its log's end and its error",
+        description="As the poll cycle last saw it: the state moves whether anybody looks or not.",
     )
     def get(self, request: Request, pull_id: int) -> Response:
         pull = pull_get(user=request.user, pull_id=pull_id)
         if pull is None:
             raise NotFound("No such pull.")
-        return Response(PullSerializer(pull_refresh(pull=pull)).data)
+        return Response(PullSerializer(pull).data)
 
 
 class CredentialListApi(APIView):

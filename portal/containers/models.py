@@ -104,12 +104,20 @@ class Pull(models.Model):
         FAILED = "failed"
 
     TERMINAL = (State.SUCCEEDED, State.FAILED)
+    ACTIVE = (State.PENDING, State.RUNNING)
+    COMMENT_PREFIX = "gpuportal-pull:"
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="pulls")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pulls")
     slurm_job_id = models.CharField(max_length=32, blank=True)
+    # Pending with no slurm_job_id: saved, its sbatch runs in a worker (portal.core.slurm_work).
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    reason = models.TextField(blank=True, help_text="Why it waits to reach Slurm")
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    submit_uncertain_at = models.DateTimeField(
+        null=True, blank=True, help_text="An sbatch timed out then: Slurm may have the job")
+    submitted_at = models.DateTimeField(null=True, blank=True, help_text="When Slurm took its job")
     error = models.TextField(blank=True, help_text="Why it failed, from the job's log, any key scrubbed.")
     log_tail = models.TextField(blank=True)
     result = models.ForeignKey(Image, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -125,3 +133,7 @@ class Pull(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in self.TERMINAL
+
+    @property
+    def slurm_comment(self) -> str:
+        return f"{self.COMMENT_PREFIX}{self.uuid}"

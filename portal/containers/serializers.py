@@ -54,10 +54,12 @@ class PullSerializer(serializers.ModelSerializer):
     )
     error = serializers.CharField(help_text="Why it failed, from the job's log (keys scrubbed)")
     log_tail = serializers.CharField(help_text="The end of the pull job's output (keys scrubbed)")
+    reason = serializers.CharField(help_text="Why a pending pull has no Slurm job yet")
 
     class Meta:
         model = Pull
-        fields = ["id", "image", "state", "slurm_job_id", "error", "log_tail", "result", "created", "updated"]
+        fields = ["id", "image", "state", "reason", "slurm_job_id", "error", "log_tail", "result", "created",
+                  "updated"]
 
 
 class CredentialSerializer(serializers.ModelSerializer):

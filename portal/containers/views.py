@@ -4,15 +4,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from portal.containers.pulls import pull_start
 from portal.containers.selectors import image_get, image_list, pull_list
-from portal.containers.services import credential_delete, credential_store, pull_refresh, pull_start
+from portal.containers.services import credential_delete, credential_store
 from portal.core.errors import InvalidInput, PortalError
 
 
 @login_required
 @require_GET
 def catalog_view(request: HttpRequest) -> HttpResponse:
-    pulls = [pull_refresh(pull=pull) for pull in pull_list(user=request.user)[:20]]
+    pulls = list(pull_list(user=request.user)[:20])
     images = list(image_list(user=request.user))
     return render(
         request,
@@ -39,7 +40,7 @@ def pull_view(request: HttpRequest, image_id: int) -> HttpResponse:
     except PortalError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Pulling {image.name} (Slurm job {pull.slurm_job_id}).")
+        messages.success(request, f"Pulling {image.name}: pull {pull.pk} goes to Slurm as you.")
     return redirect("containers:catalog")
 
 

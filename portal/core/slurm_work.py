@@ -11,18 +11,31 @@ other apps, image pulls): one set of rules, used by each of them.
 4. Its state comes from its own reports and the one reconcile per cycle, whose squeue (all states)
    and sacct find it by comment and owner (`rows_of`). A second Slurm job with the same comment is
    cancelled (`duplicates`).
+
+TensorBoards and pulls follow these rules through `WorkKind`: `work_dispatch` (the first attempt,
+after commit, in a worker), `sbatch_attempt` (one claimed sbatch), `work_apply_queue` and
+`work_apply_accounting` (the poll cycle's adoption, fencing, retries and duplicates).
 """
 
-from collections.abc import Iterable
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import DateTimeField, ExpressionWrapper, Q, QuerySet, Value
+from django.db import connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Model, Q, QuerySet, Value
 from django.db.models.functions import Now
 
+from slurm.adapter import Slurm
+from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
+from slurm.parsing import AccountedJob, QueuedJob
 from slurm.states import is_live
+
+logger = logging.getLogger(__name__)
 
 
 class SlurmRow(Protocol):
@@ -47,11 +60,15 @@ def db_in(seconds: float) -> ExpressionWrapper:
     return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
+def due() -> Q:
+    """Rows whose next attempt is due, on the database's clock (never tried: due at once)."""
+    return Q(next_attempt_at__lte=Now()) | Q(next_attempt_at__isnull=True)
+
+
 def lease_claim(rows: QuerySet, *, seconds: float, **changes: object) -> bool:
     """Take the lease on a due row (`rows` names it and the state it must still be in): True for
     exactly one caller. `next_attempt_at` is compared and moved on the database's clock."""
-    due = Q(next_attempt_at__lte=Now()) | Q(next_attempt_at__isnull=True)
-    return bool(rows.filter(due).update(next_attempt_at=db_in(seconds), **changes))
+    return bool(rows.filter(due()).update(next_attempt_at=db_in(seconds), **changes))
 
 
 def resubmit_allowed(*, uncertain_at: datetime | None, looked_up_at: datetime) -> bool:
@@ -74,3 +91,152 @@ def duplicates(rows: Iterable[Row], *, comment: str, user: str, keep: str) -> li
     """Live Slurm jobs with the row's comment and owner other than the one it tracks (`keep`)."""
     return [row.job_id for row in rows_of(rows, comment=comment, user=user)
             if row.job_id != keep and is_live(row.state)]
+
+
+# --- TensorBoards and pulls: the same rules, for any model with uuid, user, slurm_job_id, reason,
+# next_attempt_at and submit_uncertain_at -------------------------------------------------------
+
+M = TypeVar("M", bound=Model)
+_COMMENT_ON_LINE = re.compile(r"--comment=(\S+)")
+
+
+@dataclass(frozen=True)
+class WorkKind(Generic[M]):
+    """One kind of row the portal runs as its owner's Slurm job, followed by these rules."""
+
+    model: type[M]
+    prefix: str  # its Slurm comment is this, then the row's UUID
+    waiting: Q  # saved, not in Slurm yet: the state a claim requires (due or not)
+    created: str  # the field of its creation time: a lookup in accounting starts there
+    adopt: Callable[[M, str], bool]  # record a Slurm job found with its comment and owner as its own
+    submit: Callable[[int, Slurm], None]  # claim it and run its sbatch (nothing if it is not due)
+
+    def comment(self, work: M) -> str:
+        return f"{self.prefix}{work.uuid}"
+
+
+@dataclass
+class Unsettled(Generic[M]):
+    """What this cycle's squeue could not settle for one kind; the cycle's one sacct answers."""
+
+    kind: WorkKind[M]
+    queried_at: datetime  # when the squeue ran (the database's clock)
+    left: list[M] = field(default_factory=list)  # no longer live in the queue: accounting says how it ended
+    unresolved: list[M] = field(default_factory=list)  # due, and not in the queue by comment and owner
+
+    def __bool__(self) -> bool:
+        return bool(self.left or self.unresolved)
+
+    def span(self) -> tuple[datetime, set[str]] | None:
+        """Since when and whose jobs an sacct by user must list to cover every row here (None: no
+        row); needed as soon as one row is unresolved, which only its comment can find."""
+        rows = [*self.left, *self.unresolved]
+        if not rows:
+            return None
+        return min(getattr(work, self.kind.created) for work in rows), {work.user.username for work in rows}
+
+
+def work_dispatch(*, send: Callable[[], object], waiting: QuerySet) -> None:
+    """Hand a saved row's first attempt to a worker once the row is committed (a worker must find
+    it), never in the request. If the broker is down the row stays due: the poll cycle takes it."""
+    def hand_over() -> None:
+        try:
+            send()
+        except Exception as error:  # any broker failure means "the cycle", never a 5xx
+            logger.warning("could not queue a first sbatch, the poll cycle will send it: %s", error)
+            waiting.update(reason="Background workers are unreachable: it is saved and goes to Slurm "
+                                  "when they are back.")
+
+    transaction.on_commit(hand_over)
+
+
+@dataclass(frozen=True)
+class Sbatch:
+    """What one claimed sbatch came to: Slurm's job id, or its refusal (final); neither when the
+    row is due again later (`sbatch_attempt` wrote when, and why in `reason`)."""
+
+    job_id: str = ""
+    refused: str = ""
+
+
+def sbatch_attempt(*, submit: Callable[[], str], waiting: QuerySet, retry_seconds: float) -> Sbatch:
+    """Run a claimed row's sbatch (`submit` returns Slurm's job id; `waiting` is the row in the state
+    it must still be in). A timeout fences it: Slurm may have the job, so it is sent again only once
+    a lookup a cycle later finds nothing (`resubmit_allowed`)."""
+    try:
+        return Sbatch(job_id=submit())
+    except SlurmTimedOut as error:
+        waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
+                       reason=f"Slurm did not answer in time ({error.message}); looking for the job "
+                              "before trying again.")
+    except SlurmUnreachable as error:
+        waiting.update(next_attempt_at=db_in(retry_seconds),
+                       reason=f"Slurm unreachable, will retry: {error.message}")
+    except SlurmRejected as error:
+        return Sbatch(refused=error.message)
+    return Sbatch()
+
+
+def work_apply_queue(*, kind: WorkKind[M], queue: list[QueuedJob], queried_at: datetime,
+                     slurm: Slurm) -> Unsettled[M]:
+    """From this cycle's squeue: a due row that Slurm already has (by comment and owner) adopts its
+    oldest job; every other live Slurm job with a row's comment and owner is cancelled (a second
+    sbatch of it, or one whose row ended before its sbatch answered). A row that is waiting but not
+    due is left alone: its lease holder's sbatch may be answering right now."""
+    by_comment: dict[str, list[QueuedJob]] = {}
+    for row in queue:
+        if row.comment.startswith(kind.prefix) and _is_uuid(row.comment.removeprefix(kind.prefix)):
+            by_comment.setdefault(row.comment, []).append(row)
+    uuids = [comment.removeprefix(kind.prefix) for comment in by_comment]
+    for work in kind.model.objects.filter(uuid__in=uuids).exclude(kind.waiting).select_related("user"):
+        comment, user = kind.comment(work), work.user.username
+        _cancel(kind, work, duplicates(by_comment[comment], comment=comment, user=user,
+                                       keep=work.slurm_job_id), slurm)
+    unsettled = Unsettled(kind=kind, queried_at=queried_at)
+    for work in kind.model.objects.filter(kind.waiting, due()).select_related("user"):
+        comment, user = kind.comment(work), work.user.username
+        found = rows_of(by_comment.get(comment, []), comment=comment, user=user)
+        if not found:
+            unsettled.unresolved.append(work)
+        elif kind.adopt(work, found[0].job_id):
+            _cancel(kind, work, duplicates(found, comment=comment, user=user, keep=found[0].job_id), slurm)
+    return unsettled
+
+
+def work_apply_accounting(*, unsettled: Unsettled[M], rows: list[AccountedJob], slurm: Slurm) -> None:
+    """Each due row the queue lacked: adopted if accounting has its comment and owner, held back
+    while an sbatch of it may still be registering (fenced), else claimed and sent again."""
+    kind = unsettled.kind
+    accounted = [replace(row, comment=_accounted_comment(row)) for row in rows]
+    for work in unsettled.unresolved:
+        if found := rows_of(accounted, comment=kind.comment(work), user=work.user.username):
+            kind.adopt(work, found[0].job_id)
+        elif resubmit_allowed(uncertain_at=work.submit_uncertain_at, looked_up_at=unsettled.queried_at):
+            kind.submit(work.pk, slurm)
+
+
+def _accounted_comment(row: AccountedJob) -> str:
+    """Its comment, or the one on its sbatch line where accounting stores no comments."""
+    if row.comment:
+        return row.comment
+    match = _COMMENT_ON_LINE.search(row.submit_line)
+    return match[1] if match else ""
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
+def _cancel(kind: WorkKind[M], work: M, job_ids: list[str], slurm: Slurm) -> None:
+    for job_id in job_ids:
+        try:
+            slurm.cancel(job_id=job_id, user=work.user.username)
+        except SlurmError as error:
+            logger.warning("%s %s: second Slurm job %s not cancelled: %s", kind.prefix, work.pk, job_id,
+                           error.message)
+            continue
+        logger.warning("%s %s: cancelled Slurm job %s, a second job with its comment", kind.prefix, work.pk,
+                       job_id)

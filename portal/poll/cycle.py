@@ -2,7 +2,8 @@
 servers, then jobs and notebook servers follow that same queue, and at most one `sacct` answers for
 what left it.
 
-This module sits above the apps it orchestrates (cluster, jobs, servers); none of them imports it.
+This module sits above the apps it orchestrates (cluster, jobs, servers, TensorBoards, pulls); none
+of them imports it.
 """
 
 import logging
@@ -11,7 +12,9 @@ from datetime import datetime, timedelta
 
 from portal.cluster.models import PollStatus
 from portal.cluster.services import cluster_refresh
+from portal.containers.pulls import pulls_apply_accounting, pulls_apply_queue
 from portal.core.locks import advisory_lock
+from portal.core.slurm_work import Unsettled, work_apply_accounting, work_apply_queue
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
@@ -24,6 +27,7 @@ from portal.servers.services import (
     servers_queue_timeout,
     servers_spawn_retry,
 )
+from portal.tensorboards.services import TENSORBOARD_WORK
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import AccountedJob, QueuedJob
@@ -73,15 +77,17 @@ def _cycle(slurm: Slurm) -> CycleReport:
 
 
 def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> CycleReport:
-    """Jobs and servers follow this cycle's queue; one `sacct` settles what left it. If sacct
-    fails, nothing that needed it changes."""
+    """Jobs, servers, TensorBoards and pulls follow this cycle's queue; one `sacct` settles what
+    left it and finds due submissions by comment. If sacct fails, nothing that needed it changes."""
     report = CycleReport(ran=True)
     unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs, slurm=slurm)
     servers_left = servers_apply_queue(queue=queue, now=queried_at)
-    if not (unsettled.left or unsettled.unresolved or servers_left):
+    boards = work_apply_queue(kind=TENSORBOARD_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
+    pulls = pulls_apply_queue(queue=queue, queried_at=queried_at, slurm=slurm)
+    if not (unsettled.left or unsettled.unresolved or servers_left or boards or pulls):
         return report
     try:
-        rows = _accounting(slurm, unsettled, servers_left)
+        rows = _accounting(slurm, unsettled, servers_left, [boards, pulls])
     except SlurmError as error:
         logger.warning("sacct failed, states left as they were: %s", error.message)
         report.jobs.errors.append(error.message)
@@ -89,17 +95,23 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     report.sacct_calls = 1
     jobs_apply_accounting(unsettled=unsettled, rows=rows, slurm=slurm, report=report.jobs)
     report.servers_ended = servers_apply_accounting(servers=servers_left, rows=rows)
+    work_apply_accounting(unsettled=boards, rows=rows, slurm=slurm)
+    pulls_apply_accounting(unsettled=pulls, rows=rows, slurm=slurm)
     return report
 
 
-def _accounting(slurm: Slurm, unsettled: JobsUnsettled,
-                servers_left: list[NotebookServer]) -> list[AccountedJob]:
+def _accounting(slurm: Slurm, unsettled: JobsUnsettled, servers_left: list[NotebookServer],
+                others: list[Unsettled]) -> list[AccountedJob]:
     """One `sacct`: by job id, or, when a retried submission must be looked up by its UUID, every
     job of the users concerned since the oldest submission."""
     ids = [job.slurm_job_id for job in unsettled.left] + [server.job_id for server in servers_left]
-    if not unsettled.unresolved:
+    ids += [work.slurm_job_id for other in others for work in other.left]
+    if not (unsettled.unresolved or any(other.unresolved for other in others)):
         return slurm.accounting(job_ids=ids).rows
     jobs = [*unsettled.left, *unsettled.unresolved]
-    since = min([job.submitted_at for job in jobs] + [server.created_at for server in servers_left])
-    users = {job.user.username for job in jobs} | {server.user.username for server in servers_left}
+    spans = [span for other in others if (span := other.span()) is not None]
+    since = min([job.submitted_at for job in jobs] + [server.created_at for server in servers_left]
+                + [start for start, _ in spans])
+    users = ({job.user.username for job in jobs} | {server.user.username for server in servers_left}
+             | {name for _, names in spans for name in names})
     return slurm.accounting(since=since - timedelta(minutes=1), users=sorted(users)).rows

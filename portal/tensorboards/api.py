@@ -31,10 +31,10 @@ class TensorBoardListCreateApi(APIView):
             "One of yours is already active on that folder: that one")),
         400: OpenApiResponse(description="Not exactly one of logdir, job, session; or a folder you may not "
                                          "open (the error names the field)"),
-        409: OpenApiResponse(description="You have as many running as allowed"),
-        503: OpenApiResponse(description="Slurm is unreachable: nothing was started")},
+        409: OpenApiResponse(description="You have as many running as allowed")},
                    summary="Start TensorBoard (a small CPU Slurm job as you) on a folder, a job or a session",
-                   description="Give exactly one of `logdir`, `job` or `session`. It starts `queued`, then "
+                   description="Give exactly one of `logdir`, `job` or `session`. It is saved `queued` and "
+                               "a background worker submits it (`slurm_job_id` is empty until then); then "
                                "`starting`, `ready` (served under `url`, for you and admins only) or "
                                "`ended` with the `reason`, e.g. from its log.")
     def post(self, request: Request) -> Response:

@@ -6,9 +6,11 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+COMMENT_PREFIX = "gpuportal-tensorboard:"
+
 
 class TensorBoardState(models.TextChoices):
-    QUEUED = "queued", "Queued"  # handed to Slurm, waiting for a node
+    QUEUED = "queued", "Queued"  # saved, on its way to Slurm (no slurm_job_id yet), or waiting for a node
     STARTING = "starting", "Starting"  # running; TensorBoard has not reported its port yet
     READY = "ready", "Ready"  # host and port known: the portal's proxy reaches it
     ENDED = "ended", "Ended"  # `reason` says why
@@ -27,6 +29,10 @@ class TensorBoard(models.Model):
     session = models.ForeignKey("servers.NotebookServer", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="tensorboards", help_text="The session whose logs it shows")
     slurm_job_id = models.CharField(max_length=32, blank=True)
+    # Its sbatch runs in a worker (portal.core.slurm_work): when it is due, and when one timed out.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    submit_uncertain_at = models.DateTimeField(
+        null=True, blank=True, help_text="An sbatch timed out then: Slurm may have the job")
     state = models.CharField(max_length=16, choices=TensorBoardState.choices, default=TensorBoardState.QUEUED)
     reason = models.TextField(blank=True, help_text="Why it waits, or why it ended (its log if it failed)")
     # Where it listens: a node of its Slurm job, as TensorBoard reported it and the portal checked.
@@ -54,6 +60,10 @@ class TensorBoard(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def slurm_comment(self) -> str:
+        return f"{COMMENT_PREFIX}{self.uuid}"
 
     @property
     def path_prefix(self) -> str:

@@ -8,8 +8,6 @@ from django.conf import settings
 from portal.tensorboards.models import TensorBoard
 from slurm.parsing import format_duration
 
-COMMENT_PREFIX = "gpuportal-tensorboard:"
-
 _BODY = """set -uo pipefail
 # TensorBoard listens on this node only (never on every interface): on its name if that resolves,
 # else on its host name. It prints "TensorBoard <version> at http://HOST:PORT/..." to stderr, where
@@ -29,7 +27,7 @@ def output_paths(*, board: TensorBoard, output_dir: str) -> tuple[str, str]:
 def tensorboard_script(*, board: TensorBoard, output_dir: str) -> str:
     stdout, stderr = output_paths(board=board, output_dir=output_dir)
     options: list[tuple[str, object]] = [
-        ("job-name", "tensorboard"), ("comment", f"{COMMENT_PREFIX}{board.uuid}"), ("nodes", 1),
+        ("job-name", "tensorboard"), ("comment", board.slurm_comment), ("nodes", 1),
         ("ntasks", 1), ("cpus-per-task", 1), ("mem", f"{settings.TENSORBOARD_MEM_MB}M"),
         ("time", format_duration(timedelta(minutes=settings.TENSORBOARD_TIME_LIMIT_MINUTES))),
         ("chdir", output_dir), ("output", stdout), ("error", stderr),

@@ -1,34 +1,41 @@
 """Starting, following and stopping TensorBoards: small CPU Slurm jobs run as their owners.
 
-The portal never reads users' files itself. A TensorBoard job writes its output where the job-files
-helper reads a job's output (~/gpuportal/jobs/job-<uuid>.out|err, by the TensorBoard's UUID), and
-the sync task (Celery beat, every TENSORBOARD_SYNC_SECONDS) follows each active one from the last
-poll's snapshot of the queue plus that log: queued -> starting -> ready -> ended, with the reason.
+A start saves the TensorBoard and hands its sbatch to a worker, by the rules of all the portal's
+Slurm work (portal.core.slurm_work, `TENSORBOARD_WORK`); the poll cycle retries, adopts and fences
+it. The portal never reads users' files itself. A TensorBoard job writes its output where the
+job-files helper reads a job's output (~/gpuportal/jobs/job-<uuid>.out|err, by the TensorBoard's
+UUID), and the sync task (Celery beat, every TENSORBOARD_SYNC_SECONDS) follows each active one from
+the last poll's snapshot of the queue plus that log: queued -> starting -> ready -> ended, with the
+reason.
 """
 
 import logging
-import os
 from datetime import timedelta
 from typing import Any, Literal
 
+from celery import Task
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.cluster.models import PollStatus, SlurmJob
 from portal.core.errors import Conflict, InvalidInput, Unavailable
 from portal.core.paths import path_validate, user_roots
+from portal.core.slurm_work import WorkKind, lease_claim, sbatch_attempt, work_dispatch
 from portal.jobs.models import Job
 from portal.jobs.services.prepare import job_logdir, unix_account
+from portal.jobs.services.submission import slurm_known_down
 from portal.servers.models import NotebookServer
-from portal.tensorboards.models import ACTIVE_STATES, TensorBoard, TensorBoardState
+from portal.tensorboards.models import ACTIVE_STATES, COMMENT_PREFIX, TensorBoard, TensorBoardState
 from portal.tensorboards.script import tensorboard_script
 from portal.tensorboards.startup import AddressRefused, startup_address
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
-from slurm.user_files import OutputUnsafe, job_output_dir_create, job_output_read
+from slurm.user_files import OutputUnsafe, job_output_dir_ensure, job_output_read
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +47,11 @@ ACCESS_THROTTLE = timedelta(seconds=30)
 
 
 def tensorboard_start(*, user: User, logdir: Any = None, job: Any = None,
-                      session: Any = None, slurm: Slurm | None = None) -> tuple[TensorBoard, bool]:
+                      session: Any = None) -> tuple[TensorBoard, bool]:
     """Start TensorBoard as `user` on exactly one of a folder, one of their jobs' log directory or
     one of their sessions' logs; returns it and whether it is new (an active one on the same folder
-    is reused). Raises InvalidInput naming the field, Conflict at the per-user limit, Unavailable
-    when Slurm does not answer."""
+    is reused). Saves it, due at once, and hands its sbatch to a worker: Slurm is not asked here.
+    Raises InvalidInput naming the field, Conflict at the per-user limit."""
     given = [name for name, value in (("logdir", logdir), ("job", job), ("session", session))
              if value not in (None, "")]
     if len(given) != 1:
@@ -67,8 +74,9 @@ def tensorboard_start(*, user: User, logdir: Any = None, job: Any = None,
         if active.count() >= settings.TENSORBOARD_MAX_PER_USER:
             raise Conflict(f"You have {settings.TENSORBOARD_MAX_PER_USER} TensorBoards running; stop one "
                            "first.", code="tensorboard_limit")
-        board = TensorBoard.objects.create(user=user, logdir=logdir, job=found_job, session=found_session)
-    _submit(board, slurm or Slurm.from_settings(), home)
+        board = TensorBoard.objects.create(user=user, logdir=logdir, job=found_job, session=found_session,
+                                           next_attempt_at=Now(), reason="On its way to Slurm.")
+        work_dispatch(send=lambda: _submit_first_task().delay(board.pk), waiting=_waiting(board.pk))
     board.refresh_from_db()
     return board, True
 
@@ -91,23 +99,72 @@ def _own_session(user: User, value: Any) -> NotebookServer:
     return found
 
 
-def _submit(board: TensorBoard, slurm: Slurm, home: str) -> None:
-    username = board.user.username
-    output_dir = settings.JOBS_OUTPUT_DIR.format(home=home)
-    waiting = TensorBoard.objects.filter(pk=board.pk, state=State.QUEUED)
-    try:
-        if not os.path.isdir(output_dir):  # noqa: PTH112 - False, not an error, where homes are private
-            job_output_dir_create(user=username)
-        job_id = slurm.submit(script=tensorboard_script(board=board, output_dir=output_dir), user=username,
-                              comment=f"gpuportal-tensorboard:{board.uuid}")
-    except SlurmUnreachable as error:
-        _end(board, f"Slurm is unreachable: {error.message}")
-        raise Unavailable("Slurm is unreachable, so TensorBoard was not started; try again.",
-                          code="slurm_unavailable") from error
-    except SlurmRejected as error:
-        _end(board, f"Slurm refused it: {error.message}")
+def _submit_first_task() -> Task:
+    from portal.tensorboards.tasks import tensorboard_submit_first  # tasks import services, not the reverse
+
+    return tensorboard_submit_first
+
+
+def _waiting(board_id: int) -> QuerySet[TensorBoard]:
+    """The board while it is saved but not in Slurm yet: what its sbatch's writes require."""
+    return TensorBoard.objects.filter(_WAITING, pk=board_id)
+
+
+_WAITING = Q(state=State.QUEUED, slurm_job_id="")
+
+
+def tensorboard_submit_first_attempt(*, board_id: int) -> None:
+    """The first sbatch, in the worker the start dispatched; whatever goes wrong, the board stays due
+    and the poll cycle sends it (after looking for it in Slurm by its comment)."""
+    if slurm_known_down():
+        _waiting(board_id).update(reason="Slurm is unreachable: it goes to Slurm when Slurm is back.")
         return
-    waiting.update(slurm_job_id=job_id, submitted_at=timezone.now(), reason="Submitted to Slurm.")
+    tensorboard_submit(board_id=board_id, slurm=Slurm.from_settings())
+
+
+def tensorboard_submit(*, board_id: int, slurm: Slurm) -> None:
+    """Claim a due board and run its sbatch as its owner (nothing if somebody else holds it)."""
+    # The same calls as a job's sbatch (the output folder, then sbatch): the same lease.
+    if not lease_claim(_waiting(board_id).filter(user__is_active=True),
+                       seconds=settings.JOBS_SUBMIT_LEASE_SECONDS):
+        return
+    board = TensorBoard.objects.select_related("user").get(pk=board_id)
+    username = board.user.username
+    try:
+        output_dir = settings.JOBS_OUTPUT_DIR.format(home=unix_account(username).pw_dir.rstrip("/"))
+    except InvalidInput as error:
+        _end(board, error.fields["non_field_errors"][0])
+        return
+
+    def submit() -> str:
+        job_output_dir_ensure(user=username, path=output_dir, timeout=settings.SLURM_TIMEOUT_SECONDS / 4)
+        return slurm.submit(script=tensorboard_script(board=board, output_dir=output_dir), user=username,
+                            comment=board.slurm_comment)
+
+    sbatch = sbatch_attempt(submit=submit, waiting=_waiting(board_id),
+                            retry_seconds=settings.JOBS_RETRY_SECONDS)
+    if sbatch.refused:
+        _end(board, f"Slurm refused it: {sbatch.refused}")
+    elif sbatch.job_id and not _adopt(board, sbatch.job_id, reason="Submitted to Slurm."):
+        # Stopped while sbatch ran: its Slurm job must not live on.
+        _cancel_quietly(slurm, sbatch.job_id, username)
+
+
+def _adopt(board: TensorBoard, job_id: str, reason: str = "Found in Slurm.") -> bool:
+    return bool(_waiting(board.pk).update(slurm_job_id=job_id, submitted_at=timezone.now(),
+                                          next_attempt_at=None, reason=reason))
+
+
+def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
+    try:
+        slurm.cancel(job_id=job_id, user=username)
+    except SlurmError as error:
+        logger.warning("could not cancel TensorBoard Slurm job %s: %s", job_id, error.message)
+
+
+TENSORBOARD_WORK = WorkKind(
+    model=TensorBoard, prefix=COMMENT_PREFIX, waiting=_WAITING, created="created_at", adopt=_adopt,
+    submit=lambda board_id, slurm: tensorboard_submit(board_id=board_id, slurm=slurm))
 
 
 def tensorboard_stop(*, board: TensorBoard, reason: str, slurm: Slurm | None = None) -> TensorBoard:
@@ -158,9 +215,7 @@ def tensorboards_sync(*, slurm: Slurm | None = None) -> None:
 def _sync(board: TensorBoard, row: SlurmJob | None, refreshed: Any, slurm: Slurm) -> None:
     now = timezone.now()
     if not board.slurm_job_id:
-        if now - board.created_at > timedelta(seconds=3 * settings.SLURM_TIMEOUT_SECONDS):
-            _end(board, "It never reached Slurm.")
-        return
+        return  # not in Slurm yet: a worker or the poll cycle sends it (TENSORBOARD_WORK)
     seen = refreshed is not None and board.submitted_at is not None and refreshed > board.submitted_at
     if row is None and not seen:
         return  # the snapshot predates it: wait for the next poll

@@ -187,8 +187,10 @@ def test_scrub_hides_keys_and_their_base64():
     )
 
 
-def test_a_pull_uses_only_the_pulling_users_own_key(token_client, user, monkeypatch):
-    """alice's key goes into her pull job's environment only; bob's pull of the same image gets none."""
+def test_a_pull_uses_only_the_pulling_users_own_key(token_client, user, monkeypatch,
+                                                   django_capture_on_commit_callbacks):
+    """alice's key goes into her pull job's environment only; bob's pull of the same image gets none.
+    The worker the request hands the pull to submits it (after the request's commit)."""
     submitted = []
 
     def submit(self, *, script, user, comment, secrets=None):
@@ -196,7 +198,7 @@ def test_a_pull_uses_only_the_pulling_users_own_key(token_client, user, monkeypa
         return str(100 + len(submitted))
 
     monkeypatch.setattr("slurm.adapter.Slurm.submit", submit)
-    monkeypatch.setattr("portal.containers.services.job_output_dir_create", lambda **kw: None)
+    monkeypatch.setattr("portal.containers.pulls.job_output_dir_ensure", lambda **kw: None)
     image = image_create(
         name="remote", runtime="podman", reference="127.0.0.1:5000/gpuportal/python:3.11-bookworm"
     )
@@ -205,11 +207,15 @@ def test_a_pull_uses_only_the_pulling_users_own_key(token_client, user, monkeypa
         "/api/v1/registry-keys/",
         {"registry": "127.0.0.1:5000", "username": "$oauthtoken", "key": KEY},
     )
-    assert token_client.post(f"/api/v1/images/{image.pk}/pull/").status_code == 202
+    with django_capture_on_commit_callbacks(execute=True):
+        response = token_client.post(f"/api/v1/images/{image.pk}/pull/")
+    assert response.status_code == 202 and response.json()["slurm_job_id"] == ""  # saved, not yet sent
+    assert Pull.objects.get(pk=response.json()["id"]).slurm_job_id == "101"
     bob = UserFactory(username="bob")
     _, key = api_token_create(user=bob, name="t")
     token_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    assert token_client.post(f"/api/v1/images/{image.pk}/pull/").status_code == 202
+    with django_capture_on_commit_callbacks(execute=True):
+        assert token_client.post(f"/api/v1/images/{image.pk}/pull/").status_code == 202
     (alice_user, alice_secrets, alice_script), (bob_user, bob_secrets, bob_script) = submitted
     assert alice_user == "alice" and alice_secrets["GPUPORTAL_REGISTRY_PASSWORD"] == KEY
     assert bob_user == "bob" and bob_secrets == {}

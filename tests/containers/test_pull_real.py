@@ -1,7 +1,9 @@
 """Must show, on the real bed: alice stores her registry key and pulls the image from the local
 registry through the portal (a Slurm job as alice), with Charliecloud and with Podman; a batch job
 runs inside it with its GPUs; a wrong key gives a readable error without the key; the key is in no
-rendered script, job record, log, `ps` line or API answer; bob cannot use her image."""
+rendered script, job record, log, `ps` line or API answer; bob cannot use her image. A pull reaches
+its end with nobody calling GET: the request only saves it, a worker (or the poll cycle) submits
+it, the poll cycle follows it and reads its log."""
 
 import logging
 import subprocess
@@ -15,6 +17,7 @@ from portal.jobs.models import TERMINAL_STATES, Job, JobState
 from tests.containers.conftest import LOGIN, REGISTRY, needs_registry
 from tests.factories import UserFactory
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 (fixtures)
+from tests.poll_helpers import slurm_poll
 
 pytestmark = [
     pytest.mark.integration,
@@ -27,14 +30,23 @@ PULL_TIMEOUT = 180
 
 
 def _wait_pull(client, pull_id: int) -> dict:
+    """Only the poll cycle runs (as beat would) until the pull ended; then its GET, once."""
     deadline = time.monotonic() + PULL_TIMEOUT
-    while True:
-        response = client.get(f"/api/v1/pulls/{pull_id}/")
-        assert response.status_code == 200, response.content
-        body = response.json()
-        if body["state"] in ("succeeded", "failed") or time.monotonic() > deadline:
-            return body
+    while not Pull.objects.get(pk=pull_id).is_terminal and time.monotonic() < deadline:
+        slurm_poll()
         time.sleep(1)
+    response = client.get(f"/api/v1/pulls/{pull_id}/")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def _submitted(pull_id: int) -> str:
+    """The pull's Slurm job id, once its worker or the next cycle submitted it."""
+    if not (job_id := Pull.objects.get(pk=pull_id).slurm_job_id):
+        slurm_poll()
+        job_id = Pull.objects.get(pk=pull_id).slurm_job_id
+    assert job_id, Pull.objects.get(pk=pull_id).reason
+    return job_id
 
 
 def _root(*argv: str) -> str:
@@ -59,16 +71,19 @@ def _no_key_anywhere(key: str, job_id: str, client) -> None:
 
 @pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
 def test_alice_pulls_with_her_key_and_a_batch_job_runs_in_the_image(
-    token_client, user, catalog, api_key, slurm, runtime, caplog
+    token_client, user, catalog, api_key, slurm, runtime, caplog, django_capture_on_commit_callbacks
 ):
     caplog.set_level(logging.DEBUG)
     _store_key(token_client, api_key)
     image = catalog[runtime]
-    response = token_client.post(f"/api/v1/images/{image.pk}/pull/")
+    with django_capture_on_commit_callbacks(execute=True):  # its worker runs once the request committed
+        response = token_client.post(f"/api/v1/images/{image.pk}/pull/")
     assert response.status_code == 202, response.content
     pull = response.json()
-    assert pull["slurm_job_id"] and pull["state"] == "pending"
-    _no_key_anywhere(api_key, pull["slurm_job_id"], token_client)
+    assert pull["slurm_job_id"] == "" and pull["state"] == "pending"  # the request only saved it
+    job_id = Pull.objects.get(pk=pull["id"]).slurm_job_id
+    assert job_id, "its worker submitted it"
+    _no_key_anywhere(api_key, job_id, token_client)
     body = _wait_pull(token_client, pull["id"])
     assert body["state"] == "succeeded", body
     assert api_key not in str(body)
@@ -137,7 +152,7 @@ def test_a_wrong_key_is_a_readable_pull_error_without_the_key(token_client, cata
     response = token_client.post(f"/api/v1/images/{catalog['charliecloud'].pk}/pull/")
     assert response.status_code == 202, response.content
     pull = response.json()
-    _no_key_anywhere(wrong, pull["slurm_job_id"], token_client)
+    _no_key_anywhere(wrong, _submitted(pull["id"]), token_client)  # no worker ran: the cycle submits it
     body = _wait_pull(token_client, pull["id"])
     assert body["state"] == "failed", body
     assert body["error"].startswith("The registry refused the login"), body["error"]

@@ -10,11 +10,13 @@ import pytest
 import requests
 import websocket
 
-from portal.containers.services import credential_store, pull_refresh, pull_start
+from portal.containers.pulls import pull_start
+from portal.containers.services import credential_store
 from portal.servers.services import server_start
 from tests.containers.conftest import LOGIN, REGISTRY, needs_registry
 from tests.factories import UserFactory
 from tests.hub import job_gpu_indexes, wait_for
+from tests.poll_helpers import slurm_poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), needs_registry]
 
@@ -87,11 +89,12 @@ def _run_cell(base: str, token: str, code: str) -> str:
 
 def _pulled_environment(alice, image, api_key: str) -> str:
     credential_store(user=alice, registry=REGISTRY, username=LOGIN, key=api_key)
-    pull = pull_start(user=alice, image=image)
+    pull = pull_start(user=alice, image=image)  # committed at once here: its worker submits it
     deadline = time.monotonic() + 180
     while not pull.is_terminal and time.monotonic() < deadline:
         time.sleep(1)
-        pull = pull_refresh(pull=pull)
+        slurm_poll()  # the cycle moves the pull on
+        pull.refresh_from_db()
     assert pull.state == "succeeded", (pull.error, pull.log_tail)
     return pull.result.environment.name
 

@@ -1,11 +1,14 @@
 """TensorBoard and training metrics on the real cluster: a PyTorch training job writes events, its
 metrics are recorded when it ends; TensorBoard started from that job is served through the portal
-to its owner only; stop, idle timeout, an empty folder, and TensorBoards that fail to start."""
+to its owner only; stop, idle timeout, an empty folder, and TensorBoards that fail to start. A start
+only saves it: the worker it hands over to (or else the poll cycle) runs its sbatch, and a second
+Slurm job with its comment and owner is cancelled by the cycle."""
 
 import json
 import pwd
 import re
 import shutil
+import subprocess
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +23,9 @@ from portal.tensorboards.services import tensorboards_sync
 from tests.environments.conftest import needs_real_envs
 from tests.factories import UserFactory
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 (fixtures)
+from tests.jobs.test_fencing_real import _plant as plant_slurm_job
+from tests.jobs.test_fencing_real import _slurm_jobs as slurm_jobs_with_comment
+from tests.poll_helpers import slurm_poll
 from tests.servers.factories import NotebookServerFactory
 from tests.tensorboards.conftest import TRAINING, slurm_job_gone, sync_until
 
@@ -62,7 +68,7 @@ def test_training_metrics_recorded_and_tensorboard_from_the_job(token_client, sl
     assert response.status_code == 201, response.json()
     started = response.json()
     home = pwd.getpwnam("alice").pw_dir
-    assert started["logdir"] == f"{home}/logs/jobs/{job.uuid}" and started["slurm_job_id"]
+    assert started["logdir"] == f"{home}/logs/jobs/{job.uuid}" and started["slurm_job_id"] == ""
     again = token_client.post("/api/v1/tensorboards/", {"job": job.pk}, format="json")
     assert again.status_code == 200 and again.json()["id"] == started["id"]  # the active one, reused
     board = sync_until(slurm, started["id"], (READY, ENDED))
@@ -94,25 +100,53 @@ def test_training_metrics_recorded_and_tensorboard_from_the_job(token_client, sl
     assert slurm_job_gone(board.slurm_job_id)
 
 
-def test_a_sessions_tensorboard_opens_its_logs_folder(token_client, user, slurm):
+def test_a_sessions_tensorboard_opens_its_logs_folder(token_client, user, slurm,
+                                                      django_capture_on_commit_callbacks):
     NotebookServerFactory(user=user, name="tbsession")
-    response = token_client.post("/api/v1/tensorboards/", {"session": "tbsession"}, format="json")
+    with django_capture_on_commit_callbacks(execute=True):  # its worker runs once the request committed
+        response = token_client.post("/api/v1/tensorboards/", {"session": "tbsession"}, format="json")
     assert response.status_code == 201, response.json()
     started = response.json()
     assert started["logdir"] == f"{pwd.getpwnam('alice').pw_dir}/logs" and started["session"] == "tbsession"
-    assert started["state"] == "queued" and started["slurm_job_id"]
+    assert started["state"] == "queued" and started["slurm_job_id"] == ""  # the request only saved it
+    submitted = token_client.get(f"/api/v1/tensorboards/{started['id']}/").json()
+    assert submitted["state"] == "queued" and submitted["slurm_job_id"], submitted
     stopped = token_client.delete(f"/api/v1/tensorboards/{started['id']}/").json()
-    assert stopped["state"] == "ended" and slurm_job_gone(started["slurm_job_id"])
+    assert stopped["state"] == "ended" and slurm_job_gone(submitted["slurm_job_id"])
 
 
-def test_an_empty_folder_opens_and_an_idle_tensorboard_is_stopped(token_client, slurm, settings):
+def test_a_second_slurm_job_with_a_boards_comment_is_cancelled_by_the_cycle(token_client, slurm):
+    response = token_client.post("/api/v1/tensorboards/", {"logdir": pwd.getpwnam("alice").pw_dir},
+                                 format="json")
+    board = TensorBoard.objects.get(pk=response.json()["id"])
+    slurm_poll(slurm=slurm)  # no worker ran (as with the broker down): the cycle sends it
+    board.refresh_from_db()
+    assert board.slurm_job_id, board.reason
+    planted = plant_slurm_job("alice", board.slurm_comment)
+    try:
+        assert set(slurm_jobs_with_comment(board.slurm_comment)) == {board.slurm_job_id, planted}
+        slurm_poll(slurm=slurm)
+        assert slurm_job_gone(planted)
+        board.refresh_from_db()
+        assert board.state != ENDED, board.reason
+        tracked = subprocess.run(["squeue", "-h", "-j", board.slurm_job_id, "-o", "%T"], capture_output=True,
+                                 text=True, check=False).stdout.strip()
+        assert tracked in ("PENDING", "CONFIGURING", "RUNNING"), tracked  # the board's own job lives on
+    finally:
+        subprocess.run(["scancel", planted], check=False)
+
+
+def test_an_empty_folder_opens_and_an_idle_tensorboard_is_stopped(token_client, slurm, settings,
+                                                                   django_capture_on_commit_callbacks):
     account = pwd.getpwnam("alice")
     folder = Path(account.pw_dir) / f"tb-empty-{uuid.uuid4().hex[:8]}"
     folder.mkdir()
     shutil.chown(folder, account.pw_uid, account.pw_gid)
     try:
-        response = token_client.post("/api/v1/tensorboards/", {"logdir": str(folder)}, format="json")
+        with django_capture_on_commit_callbacks(execute=True):  # through its worker
+            response = token_client.post("/api/v1/tensorboards/", {"logdir": str(folder)}, format="json")
         assert response.status_code == 201, response.json()
+        assert TensorBoard.objects.get(pk=response.json()["id"]).slurm_job_id  # the worker submitted it
         board = sync_until(slurm, response.json()["id"], (READY, ENDED))
         assert board.state == READY, board.reason
         alice = _client("alice")
