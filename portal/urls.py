@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path, register_converter
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal.core.converters import IdConverter
 from portal.poll.views import timing_view
@@ -30,6 +30,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(("portal.api_urls", "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+    # The split view serves Swagger UI's settings as a script file: the page has no inline script (CSP).
+    path("api/docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
          name="api-docs"),
 ]

@@ -52,6 +52,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outermost but one: every page gets the policy, error pages included.
+    "portal.core.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -330,6 +332,19 @@ STATICFILES_DIRS = [
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
+
+# Every HTML page (portal.core.csp): scripts only from the portal's static files (charts.js renders
+# Vega-Lite with vega-embed's interpreter, no eval); styles also inline (style attributes in the
+# templates, the stylesheets vega-embed and its tooltips insert): CSS cannot run code. Never framed.
+CONTENT_SECURITY_POLICY = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
 
 LOGGING = {
     "version": 1,

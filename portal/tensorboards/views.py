@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from portal.core.csp import csp_exempt
 from portal.core.errors import InvalidInput, NotFound
 from portal.tensorboards.models import TensorBoard
 from portal.tensorboards.proxy import proxy_forward
@@ -61,6 +62,8 @@ def tensorboard_stop_view(request: HttpRequest, board_id: int) -> HttpResponse:
 
 # TensorBoard's own page POSTs its data queries without Django's CSRF token; proxy_forward accepts a
 # POST only without an Origin or from the portal's own, and the session cookie is SameSite=Lax.
+# Its pages are TensorBoard's (inline scripts): the portal's CSP is not theirs.
+@csp_exempt
 @csrf_exempt
 @login_required
 def tensorboard_proxy_view(request: HttpRequest, board_id: int, path: str = "") -> HttpResponse:

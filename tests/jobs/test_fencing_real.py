@@ -49,10 +49,11 @@ def _job(user) -> Job:
 
 
 def test_an_sbatch_that_times_out_before_slurmctld_takes_the_job_gives_one_slurm_job(
-        user, polled, slurm, settings, monkeypatch):
+        user, polled, slurm, settings):
     settings.SLURM_POLL_SECONDS = 8
-    monkeypatch.setenv("LATE_SBATCH_DELAY", "4")
-    prefix = (str(ROOT / "tests/faults/late_sbatch.sh"), *slurm.runner.exec_prefix)
+    # The runner hands the prefix none of this process's environment: the delay goes through env.
+    prefix = ("/usr/bin/env", "LATE_SBATCH_DELAY=4", str(ROOT / "tests/faults/late_sbatch.sh"),
+              *slurm.runner.exec_prefix)
     late = Slurm(SlurmRunner(bin_dir=slurm.runner.bin_dir, timeout=2, exec_prefix=prefix))
     job = _job(user)
     try:
