@@ -200,6 +200,14 @@ def test_job_list_queries(token_client, query, field):
         assert field in result["fields"]
 
 
+@pytest.mark.parametrize(("query", "field"), [("until=0001-01-01T00:00:00Z", "until"),
+                                              ("until=0001-01-01T00:00:00Z&period=month", "until"),
+                                              ("since=9999-12-31T23:59:59Z", "since")])
+def test_usage_queries_at_the_ends_of_time(token_client, query, field):
+    response = token_client.get(f"/api/v1/usage/?{query}")
+    assert response.status_code == 400 and field in _json_error(response)["fields"], response.content[:200]
+
+
 @pytest.mark.parametrize("offset", ["-1", "1e9", "99999999999999999999999", "x", "%00"])
 def test_log_offsets(token_client, user, offset):
     job = JobFactory(user=user)

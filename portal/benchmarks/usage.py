@@ -46,7 +46,11 @@ class UsageQuery:
 
 def usage_rows(*, user: User, query: UsageQuery) -> list[dict[str, Any]]:
     until = query.until or timezone.now()
-    since = query.since or until - (timedelta(weeks=12) if query.period == "week" else timedelta(days=366))
+    span = timedelta(weeks=12) if query.period == "week" else timedelta(days=366)
+    try:
+        since = query.since or until - span
+    except OverflowError:  # an `until` in year 1
+        raise InvalidInput({"until": ["Too early: give `since` too, or a later date."]}) from None
     if since >= until:
         raise InvalidInput({"since": ["Must be before `until`."]})
     if until - since > MAX_RANGE:
