@@ -68,6 +68,23 @@ def test_template_completes_in_smoke_mode(slug, token_client, slurm):
     assert SMOKE_OUTPUT[slug] in stdout, stdout
 
 
+@pytest.mark.parametrize(("directory", "state"), [("gpuportal", JobState.COMPLETED),
+                                                ("gpuportal/no-such-folder", JobState.FAILED)])
+def test_storage_benchmark_measures_a_folder_of_yours_and_stops_at_a_missing_one(token_client, slurm,
+                                                                                  directory, state):
+    """The portal checks the path's text only (relative: from the home); the job, as the user, finds
+    whether the folder is there."""
+    parameters = {**_smoke_parameters("storage-benchmark"), "directory": directory}
+    body = _submit(token_client, "storage-benchmark", parameters).json()
+    job = poll_until(slurm, body["id"], TERMINAL_STATES)
+    stdout, stderr = _log(token_client, job.pk), _log(token_client, job.pk, "stderr")
+    assert job.state == state, f"{job.state}\n{stdout}\n{stderr}"
+    if state == JobState.FAILED:
+        assert f"/{directory} is not a folder you can use" in stderr
+    else:
+        assert "write" in stdout
+
+
 def test_exit_3_is_failed_with_exit_code_3(token_client, slurm):
     body = _submit(token_client, "custom", {"commands": "echo before; exit 3", "gpus": 0,
                                             "time_limit": 5}).json()
