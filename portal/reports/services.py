@@ -27,6 +27,7 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import (
     REPORTED_END_REASONS,
     server_end_refine,
+    server_hub_look_dispatch,
     server_job_id_from_hub,
     server_queued_note,
 )
@@ -77,21 +78,25 @@ def job_report_apply(*, job_id: int, report: Report) -> bool:
 def session_report_apply(*, server_id: int, report: Report) -> bool:
     now = timezone.now()
     live = NotebookServer.objects.filter(pk=server_id, ended_at__isnull=True)
-    if report.event == "started":
-        return bool(live.filter(Q(started_at__isnull=True) | Q(node="")).update(
-            started_at=Coalesce(F("started_at"), Value(now)),
-            node=Case(When(node="", then=Value(report.node)), default=F("node"))))
     if report.event == "ready":
         return bool(live.filter(ready_at__isnull=True).update(ready_at=now))
-    if report.event == "queued":
-        return server_queued_note(server_id=server_id, reason=report.reason)
-    # exited: ended now, as stopped if somebody asked for it; Slurm's record refines it.
-    ended = live.update(ended_at=now, end_reason=Case(
-        When(stop_requested_at__isnull=False, then=Value(NotebookServer.EndReason.STOPPED)),
-        default=Value(NotebookServer.EndReason.ENDED)))
-    if ended:
-        transaction.on_commit(lambda: report_settle_dispatch(kind="session", pk=server_id))
-    return bool(ended)
+    if report.event == "exited":
+        # Ended now, as stopped if somebody asked for it; Slurm's record refines it.
+        ended = live.update(ended_at=now, end_reason=Case(
+            When(stop_requested_at__isnull=False, then=Value(NotebookServer.EndReason.STOPPED)),
+            default=Value(NotebookServer.EndReason.ENDED)))
+        if ended:
+            transaction.on_commit(lambda: report_settle_dispatch(kind="session", pk=server_id))
+        return bool(ended)
+    if report.event == "started":
+        applied = bool(live.filter(Q(started_at__isnull=True) | Q(node="")).update(
+            started_at=Coalesce(F("started_at"), Value(now)),
+            node=Case(When(node="", then=Value(report.node)), default=F("node"))))
+    else:  # queued, from the session's spawner
+        applied = server_queued_note(server_id=server_id, reason=report.reason)
+    if applied:  # its job id, if the portal has none yet, from the hub (never from a report)
+        transaction.on_commit(lambda: server_hub_look_dispatch(server_id=server_id))
+    return applied
 
 
 def report_settle_dispatch(*, kind: ReportKind, pk: int) -> None:

@@ -393,6 +393,36 @@ def _hub_view_apply(server: NotebookServer, hub_server: HubServer, job: SlurmJob
         NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(**changes)
 
 
+def server_hub_look_dispatch(*, server_id: int) -> None:
+    """Hand `server_hub_look` to Celery; if the broker is down, the poll cycle does its work."""
+    from portal.servers.tasks import server_hub_look  # tasks import services, not the other way round
+
+    try:
+        server_hub_look.delay(server_id)
+    except Exception as error:  # any broker failure means "later", never a 5xx
+        logger.warning("could not queue the hub look for server %s, the poll cycle will: %s", server_id,
+                       error)
+
+
+def server_hub_look(*, server_id: int, hub: JupyterHub | None = None) -> None:
+    """A session's job reported that it waits or runs (portal.reports) before the portal knew its job
+    id: ask the hub for its owner's servers now (`servers_sync`) rather than at the next poll cycle.
+    The id comes from the hub, never from a report, which the job's own code could send: extensions
+    raise the time limit of the job with that id. The hub not answering leaves it to the cycle."""
+    server = NotebookServer.objects.select_related("user").filter(
+        pk=server_id, ended_at__isnull=True, job_id="").first()
+    if server is None:
+        return
+    hub = hub or JupyterHub.from_settings()
+    listed_at = timezone.now()
+    try:
+        hub_servers = hub.servers(server.user.username)
+    except HubError as error:
+        logger.warning("hub look for %s failed, left to the poll cycle: %s", server, error.message)
+        return
+    servers_sync(user=server.user, hub_servers=hub_servers, listed_at=listed_at)
+
+
 def server_queued_note(*, server_id: int, reason: str) -> bool:
     """The spawner saw the server's job wait in Slurm's queue (its `queued` report, portal.reports):
     queued, with Slurm's reason, without waiting for the next poll cycle. Only before its job

@@ -1,5 +1,6 @@
 from celery import shared_task
 
+from portal.servers.services import server_hub_look as server_hub_look_service
 from portal.servers.services import server_spawn as server_spawn_service
 
 
@@ -7,3 +8,9 @@ from portal.servers.services import server_spawn as server_spawn_service
 def server_spawn(server_id: int) -> None:
     """Ask the hub for a server the API or the page just recorded (retries: the poll cycle)."""
     server_spawn_service(server_id=server_id)
+
+
+@shared_task(ignore_result=True)
+def server_hub_look(server_id: int) -> None:
+    """A session's job reported it waits or runs: its job id from the hub (retries: the poll cycle)."""
+    server_hub_look_service(server_id=server_id)

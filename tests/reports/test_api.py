@@ -405,6 +405,32 @@ def test_a_session_that_ended_before_the_portal_knew_its_job_gets_the_id_from_th
     assert list(NotebookServer.objects.filter(user=user)) == [server]
 
 
+@pytest.mark.parametrize("event", [{"event": "started", "node": "gpu-node1"}, {"event": "queued"}])
+def test_a_session_that_reports_before_the_portal_knew_its_job_gets_the_id_from_the_hub(
+        hub, user, event, django_capture_on_commit_callbacks):
+    """At once, not at the next poll cycle; and from the hub, whatever a report might say."""
+    from portal.servers.hub import HubServer
+
+    server = NotebookServerFactory(user=user, name="fresh", job_id="", started_at=None)
+    hub.running["fresh"] = HubServer(name="fresh", ready=False, pending="spawn", url="/user/alice/fresh/",
+                                     last_activity=None, job_id="5300")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _report(report_token("session", server.pk), event).json() == {"applied": True}
+    server.refresh_from_db()
+    assert server.job_id == "5300"
+
+
+def test_a_hub_that_does_not_answer_leaves_the_job_id_to_the_poll_cycle(hub, user,
+                                                                        django_capture_on_commit_callbacks):
+    server = NotebookServerFactory(user=user, name="fresh", job_id="", started_at=None)
+    hub.down = True
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _report(report_token("session", server.pk), {"event": "started", "node": "gpu-node1"})
+    assert response.json() == {"applied": True}
+    server.refresh_from_db()
+    assert (server.job_id, server.ended_at, server.node) == ("", None, "gpu-node1")
+
+
 def test_a_session_the_hub_forgot_keeps_the_reports_end(slurm, hub, django_capture_on_commit_callbacks):
     server = NotebookServerFactory(job_id="")
     with django_capture_on_commit_callbacks(execute=True):

@@ -74,8 +74,8 @@ def _kept_session(portal_hub, live_server):
 def test_with_the_hub_down_reads_answer_at_once_and_say_so(portal_hub, live_server, settings, outage):
     """Hung (SIGSTOP: connections wait for an answer that never comes, what made every GET wait for
     the hub's timeout) or killed (connections refused)."""
-    settings.JUPYTERHUB_TIMEOUT_SECONDS = 2  # the cycle's own wait for a hung hub, short here
     session = _kept_session(portal_hub, live_server)
+    settings.JUPYTERHUB_TIMEOUT_SECONDS = 2  # the cycle's own wait for a hung hub, short here
     pid = int((STATE_DIR / "hub.pid").read_text())
     if outage == "hung":
         os.killpg(pid, signal.SIGSTOP)
