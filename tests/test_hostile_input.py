@@ -162,6 +162,38 @@ def test_session_preset_values_take_exactly_their_types(token_client, field):
         assert response.status_code == 400 and f"values.{field}" in response.json()["fields"], (field, value)
 
 
+# The other typed bodies: (method, path, the rest of a valid body, field, its schema type, admin?).
+OTHER_BODIES = [
+    ("PUT", "/api/v1/notifications/", {}, "email_on_job_end", "boolean", False),
+    ("POST", "/api/v1/tensorboards/", {}, "logdir", "string", False),
+    ("POST", "/api/v1/tensorboards/", {}, "job", "integer", False),
+    ("POST", "/api/v1/tensorboards/", {}, "session", "string", False),
+    ("POST", "/api/v1/presets/", {"kind": "session", "values": {}}, "name", "string", False),
+    ("POST", "/api/v1/presets/", {"kind": "job", "name": "p", "values": {}}, "template", "string", False),
+    ("POST", "/api/v1/registry-keys/", {"username": "u", "key": "k"}, "registry", "string", False),
+    ("POST", "/api/v1/registry-keys/", {"registry": "nvcr.io", "key": "k"}, "username", "string", False),
+    ("POST", "/api/v1/tokens/", {"password": "x"}, "username", "string", False),
+    ("POST", "/api/v1/references/", {"tool": "fio", "metric": "m"}, "value", "number", True),
+    ("POST", "/api/v1/references/", {"tool": "fio", "metric": "m", "value": 1.0}, "gpus", "integer", True),
+    ("POST", "/api/v1/benchmarks/import/", {"tool": "fio"}, "text", "string", True),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "rest", "field", "kind", "admin"), OTHER_BODIES,
+                         ids=[f"{path}{field}" for _, path, _, field, _, _ in OTHER_BODIES])
+def test_other_bodies_take_exactly_their_types(token_client, method, path, rest, field, kind, admin):
+    client = token_client
+    if admin:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION="Token " + api_token_create(
+            user=UserFactory(username="ada", is_staff=True), name="t")[1])
+    for value in WRONG_TYPES[kind]:
+        response = client.generic(method, path, json.dumps({**rest, field: value}),
+                                  content_type="application/json")
+        assert response.status_code == 400 and field in response.json()["fields"], (field, value,
+                                                                                      response.content[:200])
+
+
 @pytest.mark.parametrize("field", ["event", "node", "exit_code"])
 @pytest.mark.parametrize("value", CORPUS, ids=repr)
 def test_report_fields(field, value):

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from portal.accounts.models import ApiToken, User
+from portal.core import fields
 
 
 class MeSerializer(serializers.ModelSerializer):
@@ -14,9 +15,9 @@ class MeSerializer(serializers.ModelSerializer):
 
 
 class TokenObtainInputSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=64)
-    password = serializers.CharField(max_length=1024, trim_whitespace=False)
-    name = serializers.CharField(max_length=100, required=False, default="api")
+    username = fields.CharField(max_length=64)
+    password = fields.CharField(max_length=1024, trim_whitespace=False)
+    name = fields.CharField(max_length=100, required=False, default="api")
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

@@ -4,13 +4,14 @@ from rest_framework import serializers
 
 from portal.benchmarks.figures import TOOLS
 from portal.benchmarks.models import CONTEXT_FIELDS
+from portal.core import fields
 
 _NAME = r"^[A-Za-z0-9._ ,:()+/@-]*$"  # models, partitions, GPU types: printable words, no markup
 MAX_GPUS = 100000
 
 
 def _text(max_length: int, **kwargs: object) -> serializers.CharField:
-    return serializers.RegexField(_NAME, max_length=max_length, required=False, allow_blank=True, **kwargs)
+    return fields.RegexField(_NAME, max_length=max_length, required=False, allow_blank=True, **kwargs)
 
 
 class ResultFilterSerializer(serializers.Serializer):
@@ -164,11 +165,11 @@ class ContextSerializer(serializers.Serializer):
     framework = _text(64)
     framework_version = _text(64)
     precision = _text(16)
-    batch_size_per_gpu = serializers.IntegerField(
+    batch_size_per_gpu = fields.IntegerField(
         min_value=1, max_value=10**6, required=False, allow_null=True
     )
-    gpus = serializers.IntegerField(min_value=0, max_value=MAX_GPUS, required=False, allow_null=True)
-    nodes = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False, allow_null=True)
+    gpus = fields.IntegerField(min_value=0, max_value=MAX_GPUS, required=False, allow_null=True)
+    nodes = fields.IntegerField(min_value=1, max_value=MAX_GPUS, required=False, allow_null=True)
     gpu_type = _text(64)
     environment = _text(128)
     partition = _text(64)
@@ -177,7 +178,7 @@ class ContextSerializer(serializers.Serializer):
 
 class ImportInputSerializer(ContextSerializer):
     tool = serializers.ChoiceField(choices=TOOLS)
-    text = serializers.CharField(
+    text = fields.CharField(
         max_length=1024 * 1024, trim_whitespace=False, help_text="The tool's output, as it printed it"
     )
 
@@ -199,23 +200,23 @@ class ReferenceFilterSerializer(serializers.Serializer):
 
 class ReferenceInputSerializer(serializers.Serializer):
     derive_from = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**62),
+        child=fields.IntegerField(min_value=1, max_value=2**62),
         required=False,
         min_length=1,
         max_length=100,  # a form body stays under DATA_UPLOAD_MAX_NUMBER_FIELDS
         help_text="Result ids: the reference is their median (no value needed)",
     )
     tool = serializers.ChoiceField(choices=TOOLS, required=False)
-    metric = serializers.RegexField(r"^[A-Za-z0-9_.-]{1,64}$", required=False)
-    value = serializers.FloatField(required=False, min_value=1e-12, max_value=1e15)
-    lower = serializers.FloatField(
+    metric = fields.RegexField(r"^[A-Za-z0-9_.-]{1,64}$", required=False)
+    value = fields.FloatField(required=False, min_value=1e-12, max_value=1e15)
+    lower = fields.FloatField(
         required=False,
         allow_null=True,
         min_value=-1,
         max_value=0,
         help_text="Signed fraction of the value, e.g. -0.1 (10 % below); null: none",
     )
-    upper = serializers.FloatField(
+    upper = fields.FloatField(
         required=False,
         allow_null=True,
         min_value=0,
@@ -226,12 +227,12 @@ class ReferenceInputSerializer(serializers.Serializer):
     name = _text(128)
     model = _text(128)
     precision = _text(16)
-    gpus = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_GPUS)
+    gpus = fields.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_GPUS)
     case = _text(128)
-    partition = serializers.RegexField(
+    partition = fields.RegexField(
         _NAME, max_length=64, required=False, allow_blank=True, allow_null=True
     )
-    gpu_type = serializers.RegexField(_NAME, max_length=64, required=False, allow_blank=True, allow_null=True)
+    gpu_type = fields.RegexField(_NAME, max_length=64, required=False, allow_blank=True, allow_null=True)
 
     def validate(self, data: dict) -> dict:
         if "derive_from" not in data:

@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import floatformat
 from django.urls import reverse
@@ -358,7 +358,10 @@ def import_view(request: HttpRequest) -> HttpResponse:
                 problems["file"] = ["At most 8 MiB."]
             else:
                 text = upload.read().decode("utf-8", errors="replace")
-        context = ContextSerializer(data={k: v for k, v in request.POST.items() if v != ""})
+        # A QueryDict: the form's text is parsed as text (portal.core.fields); empty fields are not given.
+        filled = QueryDict(mutable=True)
+        filled.update({key: value for key, value in request.POST.items() if value != ""})
+        context = ContextSerializer(data=filled)
         if not context.is_valid():
             problems.update(context.errors)
         if not text.strip():

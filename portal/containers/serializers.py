@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from portal.containers.models import Image, Pull, RegistryCredential
+from portal.core import fields
 
 
 class ImageSerializer(serializers.ModelSerializer):
@@ -71,13 +72,13 @@ class CredentialSerializer(serializers.ModelSerializer):
 
 
 class CredentialInputSerializer(serializers.Serializer):
-    registry = serializers.CharField(max_length=255, help_text="host[:port], e.g. nvcr.io or 127.0.0.1:5000")
-    username = serializers.CharField(
+    registry = fields.CharField(max_length=255, help_text="host[:port], e.g. nvcr.io or 127.0.0.1:5000")
+    username = fields.CharField(
         max_length=255,
         trim_whitespace=False,
         help_text="The registry login; NGC's is the literal $oauthtoken",
     )
-    key = serializers.CharField(
+    key = fields.CharField(
         max_length=4096,
         trim_whitespace=False,
         write_only=True,

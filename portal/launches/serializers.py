@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from portal.core import fields
 from portal.launches.models import Preset
 
 
@@ -16,8 +17,8 @@ class PresetCreateSerializer(serializers.Serializer):
     """The values are checked by the service (server options, or the template's parameters)."""
 
     kind = serializers.ChoiceField(choices=Preset.Kind.choices)
-    name = serializers.CharField(max_length=64, help_text="Saving a name again replaces its values")
-    template = serializers.CharField(max_length=64, required=False, default="",
+    name = fields.CharField(max_length=64, help_text="Saving a name again replaces its values")
+    template = fields.CharField(max_length=64, required=False, default="",
                                      help_text="The job template (kind job)")
     values = serializers.JSONField(help_text="Server options (partition, gpus, hours, nodes, environment) "
                                              "or the template's parameters")

@@ -1,8 +1,10 @@
 from rest_framework import serializers
 
+from portal.core import fields
+
 
 class PreferenceSerializer(serializers.Serializer):
-    email_on_job_end = serializers.BooleanField(help_text="E-mail me when a job ends (default for new jobs)")
+    email_on_job_end = fields.BooleanField(help_text="E-mail me when a job ends (default for new jobs)")
     email = serializers.EmailField(read_only=True,
                                    help_text="Where it goes: your directory entry's mail; empty: none")
 

@@ -1,17 +1,18 @@
 from rest_framework import serializers
 
+from portal.core import fields
 from portal.tensorboards.models import TensorBoard
 
 
 class TensorBoardStartInputSerializer(serializers.Serializer):
     """Exactly one of the three (checked by the service, which names the field it refuses)."""
 
-    logdir = serializers.CharField(required=False, trim_whitespace=False, help_text=(
-        "An absolute folder under your home directory or the shared data mount"))
-    job = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text=(
+    logdir = fields.CharField(required=False, trim_whitespace=False, help_text=(
+        "An absolute folder under your home directory, your scratch or the shared data mount"))
+    job = fields.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text=(
         "One of your jobs' id: its log directory (TENSORBOARD_LOGDIR, ~/logs/jobs/<job uuid>)"))
-    session = serializers.CharField(required=False, max_length=30,
-                                    help_text="One of your sessions' name: its ~/logs")
+    session = fields.CharField(required=False, max_length=30,
+                               help_text="One of your sessions' name: its ~/logs")
 
 
 class TensorBoardSerializer(serializers.ModelSerializer):
