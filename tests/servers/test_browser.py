@@ -3,6 +3,7 @@
 import os
 import re
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -156,7 +157,11 @@ def _queued_then_ready(blocker):
         page.screenshot(path=ARTIFACTS / "servers-queued.png", full_page=True)
         subprocess.run(["scancel", blocker], check=True)
         page.wait_for_selector('#active-cards [data-server="profiled"][data-state="ready"]', timeout=90000)
-        page.wait_for_function("window.apiStates.at(-1) === 'ready'")
+        # Polled from here: a string predicate would need eval, which the portal's CSP refuses.
+        deadline = time.monotonic() + 30
+        while page.evaluate("window.apiStates.at(-1)") != "ready":
+            assert time.monotonic() < deadline, page.evaluate("window.apiStates")
+            page.wait_for_timeout(200)
         seen = page.evaluate("window.apiStates")
         after_queued = seen[seen.index("queued"):]
         assert [s for i, s in enumerate(after_queued) if i == 0 or s != after_queued[i - 1]] == [
