@@ -18,6 +18,7 @@ from portal.accounts.services import api_token_create
 from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
 from portal.servers.hub import HubServer, JupyterHub
+from portal.servers.services import servers_hub_sync
 from portal.tensorboards.models import TensorBoard
 from tests.cli.conftest import Cli
 from tests.conftest import ROOT
@@ -209,6 +210,7 @@ def test_sessions_start_open_stop(token_cli, fake_hub):
     fake_hub.running["cli-one"] = HubServer(name="cli-one", ready=True, pending=None,
                                             url="/user/alice/cli-one/", last_activity=None,
                                             user_options=fake_hub.started[0], job_id="4242")
+    servers_hub_sync()  # the poll cycle's look at the hub: the CLI reads what the portal recorded
     opened = token_cli("open")
     assert opened.returncode == 0 and opened.stdout.strip().endswith("/user/alice/cli-one/lab")
     assert token_cli("--json", "open", "cli-one").json()["state"] == "ready"
