@@ -4,15 +4,11 @@ Run by a worker and by every poll cycle, never in a web request; Slurm jobs are 
 portal's own account (a Slurm Operator), as sudo may no longer act as somebody who left the group.
 """
 
-import logging
-
 from django.utils import timezone
 
 from portal.containers.models import Pull
+from portal.core.slurm_work import work_end_all
 from slurm.adapter import Slurm
-from slurm.errors import SlurmRejected
-
-logger = logging.getLogger(__name__)
 
 _ACTIVE = (Pull.State.PENDING, Pull.State.RUNNING)
 
@@ -23,14 +19,5 @@ def pulls_of_inactive_end(*, reason: str, user_id: int | None = None, slurm: Slu
     pulls = Pull.objects.filter(user__is_active=False, state__in=_ACTIVE)
     if user_id is not None:
         pulls = pulls.filter(user_id=user_id)
-    ended = 0
-    for pull in pulls:
-        if pull.slurm_job_id:
-            slurm = slurm or Slurm.from_settings()
-            try:
-                slurm.cancel_as_operator(job_id=pull.slurm_job_id)
-            except SlurmRejected as error:  # it ended meanwhile
-                logger.info("pull %s: scancel %s refused: %s", pull.pk, pull.slurm_job_id, error.message)
-        ended += Pull.objects.filter(pk=pull.pk, state__in=_ACTIVE).update(
-            state=Pull.State.FAILED, error=reason, updated=timezone.now())
-    return ended
+    return work_end_all(pulls, still={"state__in": _ACTIVE}, slurm=slurm,
+                        ending={"state": Pull.State.FAILED, "error": reason, "updated": timezone.now()})

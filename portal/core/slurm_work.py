@@ -240,3 +240,21 @@ def _cancel(kind: WorkKind[M], work: M, job_ids: list[str], slurm: Slurm) -> Non
             continue
         logger.warning("%s %s: cancelled Slurm job %s, a second job with its comment", kind.prefix, work.pk,
                        job_id)
+
+
+def work_end_all(rows: QuerySet, *, still: dict[str, object], ending: dict[str, object],
+                 slurm: Slurm | None = None) -> int:
+    """End each row: cancel its Slurm job, as the portal's own account (a Slurm Operator: sudo may
+    no longer act as an owner who left the portal's group), then write `ending` where the row is
+    still as `still` says. Returns how many ended. Raises SlurmUnreachable when Slurm does not answer."""
+    ended = 0
+    for row in rows:
+        if row.slurm_job_id:
+            slurm = slurm or Slurm.from_settings()
+            try:
+                slurm.cancel_as_operator(job_id=row.slurm_job_id)
+            except SlurmRejected as error:  # it ended meanwhile
+                logger.info("%s %s: scancel %s refused: %s", type(row).__name__, row.pk, row.slurm_job_id,
+                            error.message)
+        ended += type(row).objects.filter(pk=row.pk, **still).update(**ending)
+    return ended
