@@ -152,3 +152,23 @@ def stop_groups(processes: Iterable[subprocess.Popen]) -> None:
         with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+
+@contextmanager
+def production_settings(workdir: Path, *, database: str, ldaps_port: int) -> Iterator[dict[str, str]]:
+    """What every production-settings portal of the tests needs: generated secrets, a database and
+    role of its own, and LDAP over TLS (a throwaway certificate in front of the bed's slapd), since
+    production refuses the bed's credentials and plain ldap://."""
+    certificate = throwaway_certificate(workdir, "127.0.0.1", ["IP:127.0.0.1"])
+    with database_of_its_own(database) as database_url, ldaps_front(ldaps_port, certificate) as ldap_uri:
+        yield {
+            "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+            # Generated here, like `openssl rand -hex 32` in deploy/gpuportal.env.example.
+            "DJANGO_SECRET_KEY": secrets.token_hex(32),
+            "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
+            "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
+            "DATABASE_URL": database_url,
+            "LDAP_URI": ldap_uri,
+            "LDAP_CA_FILE": str(certificate[0]),
+            "LDAP_BASE_DN": os.environ["LDAP_BASE_DN"],
+        }

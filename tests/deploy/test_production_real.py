@@ -8,7 +8,6 @@ is installed, by deploy/nginx/gpuportal.conf itself on loopback ports with a thr
 import os
 import pwd
 import re
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -24,10 +23,9 @@ from tests.conftest import DEMO_PASSWORDS, ROOT
 from tests.deploy.bed import (
     PORTAL_USER,
     as_portal,
-    database_of_its_own,
-    ldaps_front,
     portal_env_file,
     portal_workdir,
+    production_settings,
     stop_groups,
     throwaway_certificate,
 )
@@ -66,23 +64,14 @@ def production_portal():
     origin = f"https://127.0.0.1:{port}"
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
-        database_url = stack.enter_context(database_of_its_own(f"gpuportal_production_{os.getpid()}"))
-        certificate = throwaway_certificate(workdir, "127.0.0.1", ["IP:127.0.0.1"])
-        ldap_uri = stack.enter_context(ldaps_front(ldaps_port, certificate))
+        production = stack.enter_context(production_settings(
+            workdir, database=f"gpuportal_production_{os.getpid()}", ldaps_port=ldaps_port))
         env_file = portal_env_file(workdir, {
-            "DJANGO_SETTINGS_MODULE": "portal.settings.production",
-            # Generated here, like `openssl rand -hex 32` in deploy/gpuportal.env.example.
-            "DJANGO_SECRET_KEY": secrets.token_hex(32),
-            "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
-            "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
+            **production,
             "DJANGO_ALLOWED_HOSTS": f"127.0.0.1,{PUBLIC_NAME}",
             "DJANGO_CSRF_TRUSTED_ORIGINS": origin,
-            "DATABASE_URL": database_url,
             # A Redis database of its own: no cache key or broker queue shared with the dev portal.
             "REDIS_URL": re.sub(r"/\d+$", "/13", os.environ["REDIS_URL"]),
-            "LDAP_URI": ldap_uri,
-            "LDAP_CA_FILE": str(certificate[0]),
-            "LDAP_BASE_DN": os.environ["LDAP_BASE_DN"],
             "STATIC_ROOT": str(workdir / "static"),
         })
         portal = Portal(url=f"http://127.0.0.1:{port}", port=port, env_file=env_file,

@@ -10,7 +10,6 @@ Only the hub is not started: the portal needs it for notebook servers alone."""
 import os
 import pwd
 import re
-import secrets
 import shlex
 import shutil
 import subprocess
@@ -29,12 +28,10 @@ from tests.conftest import DEMO_PASSWORDS, ROOT
 from tests.deploy.bed import (
     PORTAL_USER,
     as_portal,
-    database_of_its_own,
-    ldaps_front,
     portal_env_file,
     portal_workdir,
+    production_settings,
     stop_groups,
-    throwaway_certificate,
 )
 from tests.hub import wait_for
 from tests.ports import free_ports
@@ -122,20 +119,12 @@ def topology() -> Iterator[Topology]:
         # Nothing an earlier, interrupted run left queued reaches this worker, nor stays after it.
         queue.flushdb()
         stack.callback(queue.flushdb)
-        database_url = stack.enter_context(database_of_its_own(f"gpuportal_topology_{os.getpid()}"))
-        certificate = throwaway_certificate(workdir, "127.0.0.1", ["IP:127.0.0.1"])
-        ldap_uri = stack.enter_context(ldaps_front(ldaps_port, certificate))
+        production = stack.enter_context(production_settings(
+            workdir, database=f"gpuportal_topology_{os.getpid()}", ldaps_port=ldaps_port))
         env_file = portal_env_file(workdir, {
-            "DJANGO_SETTINGS_MODULE": "portal.settings.production",
-            "DJANGO_SECRET_KEY": secrets.token_hex(32),
-            "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
-            "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
+            **production,
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-            "DATABASE_URL": database_url,
             "REDIS_URL": broker_url,
-            "LDAP_URI": ldap_uri,
-            "LDAP_CA_FILE": str(certificate[0]),
-            "LDAP_BASE_DN": os.environ["LDAP_BASE_DN"],
             # The policy and queue files and the containers' key: here, not the bed's.
             "GPUPORTAL_STATE": str(workdir),
             # No hub (the bed's would be asked, with a token it does not know, by a poll cycle).
