@@ -93,6 +93,9 @@ for lockfile in $(manifest npm portal); do
     touch "$stamp"
   fi
 done
+# code-server (VS Code in the browser) for the VS Code app and JupyterLab's VS Code tile, outside the
+# clone in /opt/gpuportal/code-server; skipped when that version is there (about 45 s the first time).
+"$ROOT/scripts/code-server.sh"
 # The R kernel, visible to every user's JupyterLab (/usr/local/share/jupyter/kernels/ir).
 if [[ ! -e /usr/local/share/jupyter/kernels/ir/kernel.json ]]; then
   say "jupyter: registering the R kernel"
