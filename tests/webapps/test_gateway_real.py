@@ -1,0 +1,344 @@
+"""The apps gateway for real: a tornado server on a free port, App rows in the test database, and a
+fake app behind it that refuses every request without the app's secret, as the in-job runner does.
+Requests go to 127.0.0.1 with the app's Host header (curl's --resolve, in effect); the last test
+lets Chromium, which resolves *.localhost itself, do the whole thing."""
+
+import asyncio
+import http.client
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.db import connections
+from tornado import httpclient, web, websocket
+
+from portal.webapps import grants
+from portal.webapps.gateway import Gateway
+from portal.webapps.gateway.handlers import SECRET_HEADER
+from portal.webapps.models import App, AppState, AppType
+from tests.factories import UserFactory
+from tests.ports import free_port, free_ports
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+class LoopThread:
+    """An asyncio loop in a thread of its own: the gateway and the fake app serve there while the
+    test, in the main thread, talks to them like a browser."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        async def call() -> Any:
+            result = fn()
+            return await result if asyncio.iscoroutine(result) else result
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout=30)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+class Upstream:
+    """What the fake app saw, and the event its stream waits for."""
+
+    def __init__(self) -> None:
+        self.secret = ""
+        self.seen: list[dict[str, Any]] = []
+        self.release = threading.Event()
+
+
+class _Checked(web.RequestHandler):
+    def initialize(self, upstream: Upstream) -> None:
+        self.upstream = upstream
+
+    def prepare(self) -> None:
+        headers = list(self.request.headers.get_all())
+        self.upstream.seen.append({"path": self.request.path, "headers": headers})
+        if self.request.headers.get(SECRET_HEADER) != self.upstream.secret:
+            raise web.HTTPError(403)
+
+
+class _Hello(_Checked):
+    def get(self) -> None:
+        self.set_header(SECRET_HEADER, "an app must not be able to echo it to the browser")
+        self.set_cookie("app_own", "1")
+        self.write("hello from the app")
+
+    head = get
+
+    def post(self) -> None:
+        self.write(b"posted:" + self.request.body)
+
+
+class _Stream(_Checked):
+    async def get(self) -> None:
+        self.set_header("Content-Type", "text/event-stream")
+        self.write("data: first\n\n")
+        await self.flush()
+        for _ in range(200):
+            if self.upstream.release.is_set():
+                break
+            await asyncio.sleep(0.05)
+        self.write("data: last\n\n")
+
+
+class _Echo(_Checked, websocket.WebSocketHandler):
+    def check_origin(self, origin: str) -> bool:
+        return origin.split("://", 1)[-1] == self.request.host  # as code-server and Streamlit do
+
+    def select_subprotocol(self, subprotocols: list[str]) -> str | None:
+        return "second" if "second" in subprotocols else None
+
+    def on_message(self, message: str | bytes) -> None:
+        self.write_message(b"echo:" + message if isinstance(message, bytes) else "echo:" + message,
+                           binary=isinstance(message, bytes))
+
+
+@pytest.fixture
+def bed(settings) -> Iterator[dict[str, Any]]:
+    gateway_port, app_port = free_ports(2)
+    settings.APPS_ORIGIN = f"http://apps.localhost:{gateway_port}"
+    settings.PORTAL_URL = "http://127.0.0.1:8000"
+    upstream = Upstream()
+    loop = LoopThread()
+    kwargs = {"upstream": upstream}
+
+    def start() -> Gateway:
+        web.Application([(r"/ws", _Echo, kwargs), (r"/stream", _Stream, kwargs), (r"/.*", _Hello, kwargs)]
+                        ).listen(app_port, "127.0.0.1")
+        gateway = Gateway()
+        gateway.start("127.0.0.1", gateway_port)
+        return gateway
+
+    gateway = loop.run(start)
+    try:
+        yield {"port": gateway_port, "app_port": app_port, "upstream": upstream, "loop": loop}
+    finally:
+        upstream.release.set()
+        loop.run(gateway.stop)
+        loop.stop()
+        connections.close_all()
+
+
+def make_app(bed: dict[str, Any], username: str = "alice", **fields: Any) -> App:
+    app_type, _ = AppType.objects.get_or_create(slug="demo", defaults={"name": "Demo", "command": "true"})
+    values = {"time_limit_minutes": 60, "idle_minutes": 30, "state": AppState.READY, "host": "127.0.0.1",
+              "port": bed["app_port"]} | fields
+    app = App.objects.create(user=UserFactory(username=username), type=app_type, **values)
+    bed["upstream"].secret = app.secret
+    return app
+
+
+def host_of(app: App) -> str:
+    return grants.app_origin(app).split("://", 1)[1]
+
+
+def request(bed: dict[str, Any], app: App | str, path: str = "/", *, method: str = "GET",
+            cookie: str | None = None, headers: dict[str, str] | None = None,
+            body: bytes | None = None) -> tuple[http.client.HTTPResponse, bytes]:
+    """One request to the gateway as a browser at the app's address would send it."""
+    connection = http.client.HTTPConnection("127.0.0.1", bed["port"], timeout=15)
+    sent = {"Host": app if isinstance(app, str) else host_of(app)} | (headers or {})
+    if cookie:
+        sent["Cookie"] = cookie
+    connection.request(method, path, body=body, headers=sent)
+    response = connection.getresponse()
+    data = response.read()
+    connection.close()
+    return response, data
+
+
+def sign_in(bed: dict[str, Any], app: App) -> str:
+    """Redeems a fresh grant; the Cookie header the browser then sends."""
+    token = grants.grant_url(app=app).split("?", 1)[1]
+    response, _ = request(bed, app, f"{grants.GRANT_PATH}?{token}")
+    assert response.status == 302, response.status
+    return response.getheader("Set-Cookie").split(";", 1)[0]
+
+
+def assert_own_page(response: http.client.HTTPResponse, body: bytes, status: int) -> None:
+    assert response.status == status, (response.status, body)
+    assert response.getheader("Content-Security-Policy") == "default-src 'none'"
+    assert b"http://127.0.0.1:8000/apps/" in body
+
+
+def test_grant_then_cookie_then_content(bed):
+    app = make_app(bed)
+    token = grants.grant_url(app=app).split("?", 1)[1]
+    response, _ = request(bed, app, f"{grants.GRANT_PATH}?{token}")
+    assert response.status == 302 and response.getheader("Location") == "/"
+    assert response.getheader("Referrer-Policy") == "no-referrer"
+    assert response.getheader("Cache-Control") == "no-store"
+    set_cookie = response.getheader("Set-Cookie")
+    attributes = {part.strip().split("=", 1)[0].lower() for part in set_cookie.split(";")[1:]}
+    assert set_cookie.startswith(f"{grants.COOKIE_NAME}=")
+    assert {"httponly", "path", "max-age", "samesite"} <= attributes and "domain" not in attributes
+    assert "SameSite=Lax" in set_cookie and "Max-Age=3600" in set_cookie and "Secure" not in set_cookie
+    cookie = set_cookie.split(";", 1)[0]
+
+    response, body = request(bed, app, "/some/page?x=1", cookie=f"{cookie}; app_own=1")
+    assert response.status == 200 and body == b"hello from the app"
+    assert response.getheader("Set-Cookie").startswith("app_own=1")  # the app's own cookies pass
+    seen = bed["upstream"].seen[-1]
+    headers = dict(seen["headers"])
+    assert seen["path"] == "/some/page"
+    assert headers[SECRET_HEADER] == app.secret
+    assert headers["Host"] == host_of(app)  # unchanged
+    assert headers["Cookie"] == "app_own=1"  # the gateway's own cookie stays with the gateway
+    # The secret never reaches the browser, even when the app sends it back.
+    assert response.getheader(SECRET_HEADER) is None and app.secret.encode() not in body
+    # HEAD and POST go through too.
+    response, body = request(bed, app, "/", method="HEAD", cookie=cookie)
+    assert response.status == 200 and body == b""
+    response, body = request(bed, app, "/form", method="POST", cookie=cookie, body=b"a=1",
+                             headers={"Origin": grants.app_origin(app)})
+    assert response.status == 200 and body == b"posted:a=1"
+    # last_access notes the use (off the event loop, so it may land a moment later).
+    for _ in range(50):
+        app.refresh_from_db()
+        if app.last_access:
+            break
+        time.sleep(0.1)
+    assert app.last_access is not None
+
+
+def test_reused_grant(bed):
+    app = make_app(bed)
+    token = grants.grant_url(app=app).split("?", 1)[1]
+    assert request(bed, app, f"{grants.GRANT_PATH}?{token}")[0].status == 302
+    response, body = request(bed, app, f"{grants.GRANT_PATH}?{token}")
+    assert_own_page(response, body, 403)
+    assert b"already used" in body and response.getheader("Set-Cookie") is None
+
+
+def test_another_users_grant_or_cookie(bed):
+    alices = make_app(bed, "alice")
+    bobs = make_app(bed, "bob", port=free_port())
+    bed["upstream"].secret = alices.secret
+    # Bob's grant, for his own app, presented at alice's.
+    token = grants.grant_url(app=bobs).split("?", 1)[1]
+    response, body = request(bed, alices, f"{grants.GRANT_PATH}?{token}")
+    assert_own_page(response, body, 403)
+    # Bob's cookie for his app, and a genuine cookie of alice's app naming bob.
+    bobs_cookie = sign_in(bed, bobs)
+    named_bob = f"{grants.COOKIE_NAME}={grants.app_cookie_value(app=alices, user_id=bobs.user_id)}"
+    for cookie in (bobs_cookie, named_bob, f"{grants.COOKIE_NAME}=forged", None):
+        response, body = request(bed, alices, cookie=cookie)
+        assert_own_page(response, body, 403)
+    assert not [s for s in bed["upstream"].seen if s["path"] == "/"]  # alice's app saw none of them
+    # A deactivated owner's cookie stops working (within the gateway's 2 s cache).
+    cookie = sign_in(bed, alices)
+    assert request(bed, alices, cookie=cookie)[0].status == 200
+    type(alices.user).objects.filter(pk=alices.user_id).update(is_active=False)
+    time.sleep(2.1)
+    assert request(bed, alices, cookie=cookie)[0].status == 403
+
+
+def test_unknown_hosts(bed):
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    for host in ("127.0.0.1:8002", f"apps.localhost:{bed['port']}",
+                 f"3f1e7a52-0000-4000-8000-000000000000.apps.localhost:{bed['port']}",
+                 f"{app.uuid}.apps.example.org"):
+        response, body = request(bed, host, cookie=cookie)
+        assert_own_page(response, body, 404)
+
+
+def test_cross_origin_writes_refused(bed):
+    """All apps are one site to a browser, so SameSite=Lax sends alice's cookie with a POST from
+    bob's app: the gateway refuses writes and WebSockets whose Origin is not the app's own."""
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    other = grants.app_origin(make_app(bed, "bob"))
+    bed["upstream"].secret = app.secret
+    response, body = request(bed, app, "/form", method="POST", cookie=cookie, body=b"x",
+                             headers={"Origin": other})
+    assert_own_page(response, body, 403)
+    assert request(bed, app, "/", cookie=cookie, headers={"Origin": other})[0].status == 200  # a read
+
+
+def test_streaming_arrives_before_the_end(bed):
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    connection = http.client.HTTPConnection("127.0.0.1", bed["port"], timeout=10)
+    connection.request("GET", "/stream", headers={"Host": host_of(app), "Cookie": cookie})
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream"
+    first = response.read1(100)
+    assert first == b"data: first\n\n" and not bed["upstream"].release.is_set()
+    bed["upstream"].release.set()
+    assert response.read() == b"data: last\n\n"
+    connection.close()
+
+
+def _websocket(bed: dict[str, Any], app: App, cookie: str, *, origin: str | None = None,
+               subprotocols: list[str] | None = None) -> Any:
+    async def talk() -> Any:
+        url = f"ws://127.0.0.1:{bed['port']}/ws"
+        headers = {"Host": host_of(app), "Cookie": cookie, "Origin": origin or grants.app_origin(app)}
+        connection = await websocket.websocket_connect(httpclient.HTTPRequest(url, headers=headers),
+                                                       subprotocols=subprotocols)
+        await connection.write_message("hi")
+        text = await connection.read_message()
+        await connection.write_message(b"\x00\x01", binary=True)
+        binary = await connection.read_message()
+        protocol = connection.selected_subprotocol
+        connection.close()
+        return text, binary, protocol
+    return asyncio.run(talk())
+
+
+def test_websocket_echo(bed):
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    text, binary, protocol = _websocket(bed, app, cookie, subprotocols=["first", "second"])
+    assert (text, binary, protocol) == ("echo:hi", b"echo:\x00\x01", "second")
+    seen = dict(bed["upstream"].seen[-1]["headers"])
+    assert seen[SECRET_HEADER] == app.secret
+    assert seen["Origin"] == grants.app_origin(app) and seen["Host"] == host_of(app)
+    assert grants.COOKIE_NAME not in seen.get("Cookie", "")
+    # Without the cookie, or from another origin: no upgrade.
+    for cookie_sent, origin in (("a=1", None), (cookie, "http://evil.apps.localhost")):
+        with pytest.raises(httpclient.HTTPClientError) as refused:
+            _websocket(bed, app, cookie_sent, origin=origin)
+        assert refused.value.code == 403
+
+
+def test_not_ready_and_unreachable(bed):
+    starting = make_app(bed, state=AppState.STARTING, host="", port=None)
+    response, body = request(bed, starting, cookie=sign_in(bed, starting))
+    assert_own_page(response, body, 503)
+    assert b"starting" in body and response.getheader("Cache-Control") == "no-store"
+    ended = make_app(bed, state=AppState.ENDED, reason="Stopped by you.")
+    response, body = request(bed, ended, cookie=sign_in(bed, ended))
+    assert_own_page(response, body, 503)
+    assert b"Stopped by you." in body
+    gone = make_app(bed, port=free_port())  # nothing listens there
+    response, body = request(bed, gone, cookie=sign_in(bed, gone))
+    assert_own_page(response, body, 502)
+
+
+@pytest.mark.browser
+def test_chromium_never_sends_the_portals_cookie(bed, page):
+    """A real browser holding the portal's session cookie (host-only, on the portal's host) opens an
+    app through its grant: the app works, and never sees the portal's cookie."""
+    app = make_app(bed)
+    page.context.add_cookies([{"name": "sessionid", "value": "portal-session", "url": "http://127.0.0.1:8000"},
+                              {"name": "csrftoken", "value": "portal-csrf", "url": "http://127.0.0.1:8000"}])
+    page.goto(grants.grant_url(app=app))
+    assert page.url == grants.app_url(app)
+    assert page.text_content("body") == "hello from the app"
+    cookies = {c["name"]: c for c in page.context.cookies(grants.app_url(app))}
+    assert set(cookies) == {grants.COOKIE_NAME, "app_own"} and cookies[grants.COOKIE_NAME]["httpOnly"]
+    for seen in bed["upstream"].seen:
+        sent = dict(seen["headers"]).get("Cookie", "")
+        assert "portal-session" not in sent and "portal-csrf" not in sent
+        assert grants.COOKIE_NAME not in sent
+    assert json.dumps(bed["upstream"].seen).count(app.secret) == len(bed["upstream"].seen)
