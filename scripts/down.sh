@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh"
 
 # The hub and proxy stop; notebook servers are Slurm jobs and end with the cluster below.
 "$ROOT/spawners/hub.sh" stop
-for name in celery-beat celery-worker gunicorn; do
+for name in apps-gateway celery-beat celery-worker gunicorn; do
   pidfile="$RUN/$name.pid"
   [[ -f "$pidfile" ]] || continue
   pid=$(cat "$pidfile")

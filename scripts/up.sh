@@ -26,7 +26,7 @@ HUB_SECRETS="$GPUPORTAL_STATE/hub/secrets.env"
 # What the portal's processes read from their environment: the settings in root's environment
 # (slurm/dev/env.sh, or e.g. `SLURM_POLL_SECONDS=5 make up`) and the secrets, rewritten on every run
 # so settings follow, but DJANGO_SECRET_KEY is generated only when there is none yet.
-SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL|CONTAINERS)_[A-Z0-9_]+$'
+SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL|CONTAINERS|APPS)_[A-Z0-9_]+$'
 SETTINGS+='|^(SLURM_(BIN_DIR|EXEC_PREFIX|TIMEOUT_SECONDS|POLL_SECONDS|CONF)|DATABASE_URL|REDIS_URL|TIME_ZONE'
 SETTINGS+='|LOG_LEVEL|STATIC_ROOT)$'
 SECRETS='^(DJANGO_SECRET_KEY|JUPYTERHUB_API_TOKEN|JUPYTERHUB_OAUTH_CLIENT_SECRET)$'
@@ -94,6 +94,8 @@ start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers
 start celery-worker celery -A portal worker --loglevel INFO --pool threads --concurrency 8 \
   --hostname "worker@%h"
 start celery-beat celery -A portal beat --loglevel INFO --schedule "$PORTAL_RUN/celerybeat-schedule"
+# Users' web apps, each on its own host under APPS_ORIGIN (tornado; portal/webapps/gateway).
+start apps-gateway python manage.py apps_gateway
 say "starting JupyterHub and its proxy (as $HUB_USER)"
 "$ROOT/spawners/hub.sh" start
 
@@ -109,6 +111,7 @@ cat <<MSG
 gpuportal is up:  http://$PORTAL_HOST:$PORTAL_PORT/
   API docs:       http://$PORTAL_HOST:$PORTAL_PORT/api/docs/
   Notebooks:      http://$PORTAL_HOST:$PORTAL_PORT/servers/  (JupyterHub at http://127.0.0.1:8001/)
+  Web apps:       ${APPS_ORIGIN:-http://apps.localhost:8002}  (each app at its own <uuid>.<that host>)
 
 Demo logins (LDAP):
   alice / alice-pw   portal user
