@@ -26,6 +26,8 @@ HUB_SECRETS="$GPUPORTAL_STATE/hub/secrets.env"
 # What the portal's processes read from their environment: the settings in root's environment
 # (slurm/dev/env.sh, or e.g. `SLURM_POLL_SECONDS=5 make up`) and the secrets, rewritten on every run
 # so settings follow, but DJANGO_SECRET_KEY is generated only when there is none yet.
+# The bed's apps gateway: 127.0.0.1:8002 is the hub proxy's API (spawners/hub.sh), so 8003.
+export APPS_GATEWAY_BIND="${APPS_GATEWAY_BIND:-127.0.0.1:8003}" APPS_ORIGIN="${APPS_ORIGIN:-http://apps.localhost:8003}"
 SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL|CONTAINERS|APPS)_[A-Z0-9_]+$'
 SETTINGS+='|^(SLURM_(BIN_DIR|EXEC_PREFIX|TIMEOUT_SECONDS|POLL_SECONDS|CONF)|DATABASE_URL|REDIS_URL|TIME_ZONE'
 SETTINGS+='|LOG_LEVEL|STATIC_ROOT)$'
@@ -111,7 +113,7 @@ cat <<MSG
 gpuportal is up:  http://$PORTAL_HOST:$PORTAL_PORT/
   API docs:       http://$PORTAL_HOST:$PORTAL_PORT/api/docs/
   Notebooks:      http://$PORTAL_HOST:$PORTAL_PORT/servers/  (JupyterHub at http://127.0.0.1:8001/)
-  Web apps:       ${APPS_ORIGIN:-http://apps.localhost:8002}  (each app at its own <uuid>.<that host>)
+  Web apps:       $APPS_ORIGIN  (each app at its own <uuid>.<that host>)
 
 Demo logins (LDAP):
   alice / alice-pw   portal user
