@@ -58,4 +58,5 @@ rm -rf "$PREFIX.old"
 [[ -e $PREFIX ]] && mv "$PREFIX" "$PREFIX.old"
 mv "$staging" "$PREFIX"
 rm -rf "$PREFIX.old"
-say "code-server $VERSION installed in $((SECONDS - started)) s"
+seconds=$((SECONDS - started))
+say "code-server $VERSION installed in $seconds s"
