@@ -163,5 +163,5 @@ def test_upstream_headers(apps_origin):
         assert gone not in out
     # Only the gateway's cookie: no Cookie header at all.
     request = httputil.HTTPServerRequest(start_line=GET, headers=httputil.HTTPHeaders(
-        {"Cookie": f"{grants.COOKIE_NAME}=v"}))
+        {"Host": "x.apps.localhost", "Cookie": f"{grants.COOKIE_NAME}=v"}))
     assert "Cookie" not in upstream_headers(request, app)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.db import connections
 from tornado import httpclient, web, websocket
+from tornado.iostream import StreamClosedError
 
 from portal.webapps import grants
 from portal.webapps.gateway import Gateway
@@ -23,6 +24,8 @@ from tests.factories import UserFactory
 from tests.ports import free_port, free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+BIG_CHUNK = bytes(range(256)) * 256  # 64 KiB
+BIG_CHUNKS = 320  # 20 MiB
 
 
 class LoopThread:
@@ -52,6 +55,7 @@ class Upstream:
         self.secret = ""
         self.seen: list[dict[str, Any]] = []
         self.release = threading.Event()
+        self.aborted = threading.Event()
 
 
 class _Checked(web.RequestHandler):
@@ -89,6 +93,26 @@ class _Stream(_Checked):
         self.write("data: last\n\n")
 
 
+class _Big(_Checked):
+    async def get(self) -> None:
+        self.set_header("Content-Length", str(BIG_CHUNKS * len(BIG_CHUNK)))
+        for _ in range(BIG_CHUNKS):
+            self.write(BIG_CHUNK)
+            await self.flush()
+
+
+class _Endless(_Checked):
+    """Writes until its client goes away, and says so."""
+
+    async def get(self) -> None:
+        try:
+            for _ in range(2000):
+                self.write(b"x" * 65536)
+                await self.flush()
+        except StreamClosedError:
+            self.upstream.aborted.set()
+
+
 class _Echo(_Checked, websocket.WebSocketHandler):
     def check_origin(self, origin: str) -> bool:
         return origin.split("://", 1)[-1] == self.request.host  # as code-server and Streamlit do
@@ -111,7 +135,8 @@ def bed(settings) -> Iterator[dict[str, Any]]:
     kwargs = {"upstream": upstream}
 
     def start() -> Gateway:
-        web.Application([(r"/ws", _Echo, kwargs), (r"/stream", _Stream, kwargs), (r"/.*", _Hello, kwargs)]
+        web.Application([(r"/ws", _Echo, kwargs), (r"/stream", _Stream, kwargs), (r"/big", _Big, kwargs),
+                         (r"/endless", _Endless, kwargs), (r"/.*", _Hello, kwargs)]
                         ).listen(app_port, "127.0.0.1")
         gateway = Gateway()
         gateway.start("127.0.0.1", gateway_port)
@@ -276,6 +301,23 @@ def test_streaming_arrives_before_the_end(bed):
     bed["upstream"].release.set()
     assert response.read() == b"data: last\n\n"
     connection.close()
+
+
+def test_large_body_whole_and_a_leaving_browser_stops_the_app(bed):
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    response, body = request(bed, app, "/big", cookie=cookie)
+    assert response.status == 200 and int(response.getheader("Content-Length")) == len(body)
+    assert body == BIG_CHUNK * BIG_CHUNKS
+    # A browser that reads a little of an endless body and leaves: the gateway hangs up on the app
+    # too (backpressure holds the rest at the app meanwhile, not in the gateway's memory).
+    connection = http.client.HTTPConnection("127.0.0.1", bed["port"], timeout=10)
+    connection.request("GET", "/endless", headers={"Host": host_of(app), "Cookie": cookie})
+    response = connection.getresponse()
+    assert len(response.read(65536)) == 65536
+    connection.sock.shutdown(2)
+    connection.close()
+    assert bed["upstream"].aborted.wait(10)
 
 
 def _websocket(bed: dict[str, Any], app: App, cookie: str, *, origin: str | None = None,
