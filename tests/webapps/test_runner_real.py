@@ -18,10 +18,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "templates/apps/runner.py"
@@ -398,6 +401,78 @@ def test_a_jupyterlab_tile_runs_behind_its_socket(workdir, tile):
         assert bob.returncode == 7 and bob.stdout == ""
     finally:
         _end(proc)
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, set[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), set()).add(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _host_listeners() -> set[int]:
+    """Pids with a listening TCP socket in the host's network namespace."""
+    out = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True, check=True).stdout
+    return {int(pid) for pid in re.findall(r"pid=(\d+)", out)}
+
+
+def test_jupyterlab_tiles_through_jupyter_server_proxy(workdir):
+    """A real Jupyter server of alice's with this config: both tiles answer through it (VS Code's
+    WebSocket too), and none of their processes listens on a TCP port of the host."""
+    tiles = _jupyter_tiles()
+    venv = Path(sys.executable).parent
+    port, token = free_port(), uuid.uuid4().hex
+    server = _as("alice", str(venv / "jupyter"), "server", "--no-browser", f"--port={port}",
+                 "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", cwd=_user("alice").pw_dir,
+                 env={"PATH": f"{venv}:/usr/bin:/bin", "JUPYTER_TOKEN": token,
+                      "JUPYTER_CONFIG_PATH": str(JUPYTER_CONFIG.parent)},
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> str:
+        request = urllib.request.Request(base + path, headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(request, timeout=90) as response:
+            return response.read().decode(errors="replace")
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                get("/api/status")
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "no Jupyter server"
+                time.sleep(0.3)
+        assert "<title>TensorBoard" in get("/tensorboard/")
+        if "vscode" in tiles:
+            assert "workbench" in get("/vscode/")  # after code-server's redirect to ?folder=$HOME
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(f"GET /vscode/stable/?reconnectionToken=t&reconnection=false&skipWebSocketFrames"
+                             f"=false HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: token {token}\r\n"
+                             f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                             f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: {base}\r\n\r\n"
+                             .encode())
+                assert sock.recv(100).startswith(b"HTTP/1.1 101 ")
+        tile_processes = _descendants(server.pid)
+        assert len(tile_processes) > 2
+        (jupyter,) = [pid for pid in tile_processes & _host_listeners()]  # its own port, nothing else
+        assert "jupyter" in Path(f"/proc/{jupyter}/cmdline").read_text()
+        os.kill(jupyter, signal.SIGTERM)  # not runuser's: it kills its child 2 s after passing a signal on
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    deadline = time.monotonic() + 20  # jupyter-server-proxy ends the tiles, which end their apps
+    while tile_processes & {int(p.name) for p in Path("/proc").glob("[0-9]*")}:
+        assert time.monotonic() < deadline, "tile processes outlived the Jupyter server"
+        time.sleep(0.2)
 
 
 # --- through real Slurm: alice's app in a job, bob's job on the same node ---
