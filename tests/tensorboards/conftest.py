@@ -5,13 +5,18 @@ import time
 import pytest
 
 from portal.environments.services import environment_check, environments_discover
-from portal.tensorboards.models import ACTIVE_STATES, TensorBoard
-from portal.tensorboards.services import tensorboards_sync
+from portal.webapps.catalog import catalog_sync
+from portal.webapps.models import ACTIVE_STATES, App
 from slurm.errors import SlurmError
 from tests.environments.conftest import REAL_ROOT
-from tests.poll_helpers import slurm_poll
 
 TRAINING = {"smoke": True, "gpus": 1, "time_limit": 5, "environment": "pytorch"}
+
+
+@pytest.fixture
+def app_types(db):
+    """The built-in app types (tensorboard among them): the test database starts with none."""
+    catalog_sync()
 
 
 @pytest.fixture
@@ -25,28 +30,12 @@ def pytorch_env(settings):
 
 
 @pytest.fixture
-def cleanup_tensorboards(slurm):
-    """Cancels the TensorBoard jobs a test left running (other agents share the cluster)."""
+def cleanup_apps(slurm):
+    """Cancels the app jobs a test left running (other agents share the cluster)."""
     yield
-    boards = TensorBoard.objects.filter(state__in=ACTIVE_STATES).exclude(slurm_job_id="")
-    for board in boards.select_related("user"):
+    for app in App.objects.filter(state__in=ACTIVE_STATES).exclude(slurm_job_id="").select_related("user"):
         with contextlib.suppress(SlurmError):
-            slurm.cancel(job_id=board.slurm_job_id, user=board.user.username)
-
-
-def sync_until(slurm, board_id, states, timeout=90.0):
-    """Poll (as beat would) and follow the TensorBoards until this one reaches one of `states`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        slurm_poll(slurm=slurm)
-        tensorboards_sync(slurm=slurm)
-        board = TensorBoard.objects.get(pk=board_id)
-        if board.state in states:
-            return board
-        if time.monotonic() > deadline:
-            raise AssertionError(f"TensorBoard {board_id} still {board.state} ({board.reason}) after "
-                                 f"{timeout} s")
-        time.sleep(0.5)
+            slurm.cancel(job_id=app.slurm_job_id, user=app.user.username)
 
 
 def slurm_job_gone(job_id, timeout=20.0):

@@ -1,6 +1,7 @@
 """A person in headless Chromium: a PyTorch session on Slurm, JupyterLab's templates/, the PyTorch
-classifier run top to bottom with small parameters, then Open TensorBoard on the session's card:
-the notebook's loss curve, served through the portal (screenshots)."""
+classifier run top to bottom with small parameters, then Open TensorBoard on the session's card: a
+TensorBoard app on the session's ~/logs, on its page under /apps/ (screenshots). Serving it through
+the runner and the apps gateway is tested end to end elsewhere."""
 
 import os
 import re
@@ -13,16 +14,14 @@ import pytest
 from django.db import connections
 from playwright.sync_api import sync_playwright
 
-from portal.tensorboards.models import TensorBoard
-from portal.tensorboards.services import tensorboards_sync
+from portal.webapps.models import App
 from tests.chromium import CHROMIUM_ARGS
 from tests.environments.conftest import needs_real_envs
 from tests.hub import wait_for
 from tests.notebook_templates import notebook_template
-from tests.poll_helpers import slurm_poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True),
-              needs_real_envs, pytest.mark.usefixtures("cleanup_tensorboards")]
+              needs_real_envs, pytest.mark.usefixtures("cleanup_apps", "app_types")]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 RUN = "browser-tb"
 CLASSIFIER = notebook_template(logs="pytorch-classifier")
@@ -93,30 +92,17 @@ def _scenario(page, live_server, slurm):
         lab.screenshot(path=ARTIFACTS / "jupyterlab-pytorch-template.png", full_page=True)
         lab.close()
 
-        # TensorBoard on the session's logs, from its card, through the portal.
+        # TensorBoard on the session's logs, from its card: the app's page, where it is followed.
         page.reload()
         page.click("#tensorboard-tbnotebook")
-        page.wait_for_selector("#tensorboard-state")
-        board = TensorBoard.objects.get(session__name="tbnotebook")
-        deadline = time.monotonic() + 90
-        while page.locator("#tensorboard-link").count() == 0:
-            assert time.monotonic() < deadline, page.locator("#tensorboard-state").inner_text()
-            slurm_poll(slurm=slurm)
-            tensorboards_sync(slurm=slurm)
-            page.wait_for_timeout(500)
-            page.reload()
-        page.goto(f"{live_server.url}/tensorboards/{board.pk}/proxy/#timeseries")
-        try:
-            page.get_by_text(f"pytorch-classifier/{RUN}").first.wait_for(timeout=45000)
-            # Only this run's loss: TensorBoard's own run and tag filters.
-            page.locator("input[placeholder='Filter runs (regex)']").press_sequentially(RUN)
-            page.locator("input[placeholder='Filter tags (regex)']").press_sequentially("^loss/train$")
-            page.keyboard.press("Escape")  # the tag filter's suggestions
-            page.get_by_text("loss/train").first.wait_for()
-            page.get_by_text("jax-flax").first.wait_for(state="hidden")  # other runs filtered out
-            page.wait_for_timeout(2000)  # let the line chart draw
-        finally:
-            page.screenshot(path=ARTIFACTS / "tensorboard-notebook-loss.png", full_page=True)
+        board = App.objects.get(session__name="tbnotebook", type__slug="tensorboard")
+        page.wait_for_url(f"{live_server.url}/apps/{board.pk}/")
+        page.locator(f"#app-{board.pk}").wait_for()
+        assert board.parameters == {"logdir": "/home/alice/logs"}, board.parameters
+        assert page.locator(f"#app-{board.pk} code", has_text="/home/alice/logs").count() == 1
+        page.screenshot(path=ARTIFACTS / "tensorboard-notebook-app.png", full_page=True)
+        page.click(f"#app-stop-{board.pk}")
+        page.locator(f"#app-{board.pk}[data-state=ended]").wait_for()
     finally:
         # The run edited the template's parameters in the editor only; should JupyterLab have
         # autosaved them, the user's copy gets the template back.

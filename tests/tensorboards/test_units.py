@@ -1,36 +1,65 @@
-"""TensorBoard and training metrics without the cluster: folder checks, the startup line and the
-address it may name, the proxy's one target, the script's quoting, the metrics file's checks, the
-exporter on real event files, and who may see what."""
+"""TensorBoard and training metrics without the cluster: folder checks, starting TensorBoard (a web
+app of type `tensorboard`) on a folder, a job or a session through /api/v1/tensorboards/ and the
+pages, reuse and the per-user limit, who may see and stop what, the script's quoting, the metrics
+file's checks, the exporter on real event files."""
 
 import json
+import pwd
 import shlex
 import subprocess
 import sys
-import threading
-import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from django.test import Client
 from django.utils import timezone
 
-from portal.core.errors import Conflict, InvalidInput
+from portal.core.errors import InvalidInput
 from portal.core.paths import MAX_LENGTH, UserRoots, path_validate
 from portal.jobs.models import JobMetric
 from portal.jobs.selectors import job_metrics_chart
 from portal.jobs.services.metrics import MetricsInvalid, metrics_parse
-from portal.tensorboards.models import TensorBoard, TensorBoardState
-from portal.tensorboards.proxy import proxy_url
-from portal.tensorboards.script import tensorboard_script
-from portal.tensorboards.startup import AddressRefused, startup_address
-from tests.factories import JobFactory, UserFactory
+from portal.webapps.catalog import command_render
+from portal.webapps.models import App, AppState, AppType
+from portal.webapps.script import app_script
+from slurm.adapter import Slurm
+from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTER = ROOT / "templates/jobs/_common/metrics_export.py"
 HOME, DATA = "/home/alice", "/data"
 ROOTS = UserRoots(home=HOME, data=DATA)
+API = "/api/v1/tensorboards/"
+
+
+class CancelOnly:
+    """The adapter where a stop calls it: scancel only (anything else would fail the test)."""
+
+    def __init__(self):
+        self.cancelled = []
+
+    def cancel(self, *, job_id, user):
+        self.cancelled.append((job_id, user))
+
+
+@pytest.fixture
+def scancel(monkeypatch):
+    fake = CancelOnly()
+    monkeypatch.setattr(Slurm, "from_settings", classmethod(lambda cls: fake))
+    return fake
+
+
+def _client(username, **fields):
+    client = Client()
+    client.force_login(UserFactory(username=username, **fields))
+    return client
+
+
+def _board(**fields):
+    defaults = {"user": UserFactory(username="alice"), "state": AppState.READY, "host": "vm", "port": 43123,
+                "slurm_job_id": "777", "ready_at": timezone.now()}
+    return AppFactory(**{**defaults, **fields})
 
 
 # --- which folders ---
@@ -67,165 +96,220 @@ def test_a_sites_scratch_is_one_of_the_users_folders(settings):
     assert "your scratch (/scratch/alice)" in refused.value.fields["logdir"][0]
 
 
-# --- the startup line ---
-
-LINE = "TensorBoard 2.21.0 at http://{host}:{port}/tensorboards/5/proxy/ (Press CTRL+C to quit)"
-
-
-def test_the_startup_line_gives_the_node_and_port():
-    log = "TensorFlow installation not found\n\n" + LINE.format(host="vm", port=43123) + "\n"
-    address = startup_address(log, nodes=["vm"])
-    assert (address.host, address.port) == ("vm", 43123)
-    assert startup_address("TensorFlow installation not found\n", nodes=["vm"]) is None
-
-
-@pytest.mark.parametrize(("host", "port"), [
-    ("db.example.org", 5432), ("10.0.0.1", 8080), ("vm", 22), ("vm", 80), ("vm", 70000),
-    ("user@vm", 8000), ("vm%2F", 8000), ("-vm", 8000),
-])
-def test_an_address_that_is_not_a_port_on_the_jobs_node_is_refused(host, port):
-    with pytest.raises(AddressRefused):
-        startup_address(LINE.format(host=host, port=port), nodes=["vm"])
-
-
-def test_only_the_first_startup_line_counts():
-    log = LINE.format(host="elsewhere", port=8000) + "\n" + LINE.format(host="vm", port=9000)
-    with pytest.raises(AddressRefused):
-        startup_address(log, nodes=["vm"])
-
-
-# --- the proxy's target ---
-
-def _board(**fields):
-    defaults = {"user": UserFactory(username="alice"), "logdir": "/home/alice/logs",
-                "state": TensorBoardState.READY, "host": "vm", "port": 43123}
-    return TensorBoard.objects.create(**{**defaults, **fields})
-
-
-@pytest.mark.django_db
-def test_the_proxy_target_is_the_recorded_address_and_the_boards_own_prefix():
-    board = _board()
-    prefix = f"/tensorboards/{board.pk}/proxy"
-    assert proxy_url(board=board, full_path=f"{prefix}/data/runs?x=1") == f"http://vm:43123{prefix}/data/runs?x=1"
-    for path in ("http://evil:80/", "//evil/x", f"/tensorboards/{board.pk + 1}/proxy/", "/admin/"):
-        with pytest.raises(ValueError):
-            proxy_url(board=board, full_path=path)
-    board.state = TensorBoardState.STARTING
-    with pytest.raises(Conflict):
-        proxy_url(board=board, full_path=f"{prefix}/")
-
-
-class _Upstream(BaseHTTPRequestHandler):
-    seen: list = []
-
-    def do_GET(self):
-        _Upstream.seen.append((self.path, dict(self.headers)))
-        body = json.dumps({"path": self.path}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Set-Cookie", "upstream=1")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def upstream():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Upstream.seen = []
-    yield server.server_address[1]
-    server.shutdown()
-
-
-@pytest.mark.django_db
-def test_the_proxy_forwards_to_that_address_only_without_the_portals_credentials(upstream):
-    board = _board(host="localhost", port=upstream)
-    alice, bob = Client(), Client()
-    alice.force_login(board.user)
-    bob.force_login(UserFactory(username="bob"))
-    prefix = f"/tensorboards/{board.pk}/proxy"
-    response = alice.get(f"{prefix}/data/runs?x=http://evil/", HTTP_AUTHORIZATION="Token secret",
-                         HTTP_X_FORWARDED_HOST="evil", HTTP_HOST="127.0.0.1")
-    assert response.status_code == 200
-    assert json.loads(b"".join(response.streaming_content)) == {"path": f"{prefix}/data/runs?x=http://evil/"}
-    assert "Set-Cookie" not in response.headers or "upstream" not in response.headers["Set-Cookie"]
-    _, headers = _Upstream.seen[-1]
-    assert not {"Cookie", "Authorization", "X-Forwarded-Host", "X-Csrftoken"} & set(headers)
-    board.refresh_from_db()
-    assert board.last_access is not None
-    # Somebody else's TensorBoard does not exist for bob: page, proxy and API alike.
-    assert bob.get(f"/tensorboards/{board.pk}/").status_code == 404
-    assert bob.get(f"{prefix}/data/runs").status_code == 404
-    assert bob.get(f"/api/v1/tensorboards/{board.pk}/").status_code == 404
-    assert bob.delete(f"/api/v1/tensorboards/{board.pk}/").status_code == 404
-    assert bob.get("/api/v1/tensorboards/").json() == []
-    assert len(_Upstream.seen) == 1
-    # A cross-site POST is not forwarded; an anonymous request goes to the login page.
-    assert alice.post(f"{prefix}/data/x", HTTP_ORIGIN="http://evil.example").status_code == 403
-    assert Client().get(f"{prefix}/data/runs").status_code == 302
-
-
-@pytest.mark.django_db
-def test_admins_see_every_tensorboard():
-    board = _board()
-    ada = UserFactory(username="ada", is_staff=True)
-    client = Client()
-    client.force_login(ada)
-    assert client.get(f"/api/v1/tensorboards/{board.pk}/").json()["owner"] == "alice"
-    assert client.get(f"/tensorboards/{board.pk}/").status_code == 200
 
 
 # --- starting: input checks before anything reaches Slurm ---
 
-@pytest.mark.django_db
+@pytest.mark.usefixtures("app_types")
 @pytest.mark.parametrize("body", [
     {"logdir": "/etc"}, {"logdir": "/home/bob/logs"}, {"logdir": "logs"}, {"logdir": "/home/alice/../bob"},
     {"logdir": "/home/alice/a\u0007b"}, {"logdir": "/home/alice/" + "y" * 5000}, {"logdir": ""},
     {"logdir": 7},
 ])
 def test_a_folder_you_may_not_open_is_a_400_naming_logdir(token_client, body):
-    response = token_client.post("/api/v1/tensorboards/", body, format="json")
+    response = token_client.post(API, body, format="json")
     assert response.status_code == 400, response.json()
-    assert "logdir" in response.json()["fields"]
-    assert not TensorBoard.objects.exists()
+    assert "logdir" in response.json()["fields"], response.json()
+    assert not App.objects.exists()
 
 
-@pytest.mark.django_db
+@pytest.mark.usefixtures("app_types")
 @pytest.mark.parametrize(("body", "field"), [
     ({}, "non_field_errors"), ({"logdir": "/home/alice", "job": 1}, "non_field_errors"),
     ({"job": 999999}, "job"), ({"job": "x"}, "job"), ({"session": "nope"}, "session"),
 ])
 def test_exactly_one_source_of_yours(token_client, body, field):
-    response = token_client.post("/api/v1/tensorboards/", body, format="json")
+    response = token_client.post(API, body, format="json")
     assert response.status_code == 400 and field in response.json()["fields"], response.json()
+    assert not App.objects.exists()
+
+
+@pytest.mark.usefixtures("app_types")
+def test_another_users_job_or_session_is_not_a_source(token_client):
+    bob = UserFactory(username="bob")
+    job = JobFactory(user=bob)
+    NotebookServerFactory(user=bob, name="bobs")
+    response = token_client.post(API, {"job": job.pk}, format="json")
+    assert response.status_code == 400 and "job" in response.json()["fields"]
+    response = token_client.post(API, {"session": "bobs"}, format="json")
+    assert response.status_code == 400 and "session" in response.json()["fields"]
+    assert not App.objects.exists()
+
+
+# --- starting: saved only, in this API's shape; reuse and the limit ---
+
+@pytest.mark.usefixtures("app_types")
+def test_a_start_on_a_folder_saves_it_only_in_this_apis_shape(token_client):
+    home = pwd.getpwnam("alice").pw_dir
+    response = token_client.post(API, {"logdir": f"{home}/logs"}, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    # Saved only: no sbatch in the request (tests/conftest.py fails any), its worker does that.
+    assert body["state"] == "queued" and body["slurm_job_id"] == "" and body["host"] == ""
+    assert body["logdir"] == f"{home}/logs" and body["owner"] == "alice"
+    assert body["url"] == f"/apps/{body['id']}/open/" and body["job"] is None and body["session"] is None
+    assert set(body) == {"id", "uuid", "owner", "logdir", "job", "session", "state", "reason", "slurm_job_id",
+                         "host", "port", "created_at", "submitted_at", "started_at", "ready_at", "ended_at",
+                         "last_access", "url"}
+    app = App.objects.get(pk=body["id"])
+    assert app.type.slug == "tensorboard" and app.parameters == {"logdir": f"{home}/logs"}
+    # The same app under /api/v1/apps/, same id.
+    same = token_client.get(f"/api/v1/apps/{app.pk}/").json()
+    assert same["type"] == "tensorboard" and same["parameters"] == {"logdir": f"{home}/logs"}
+
+
+@pytest.mark.usefixtures("app_types")
+def test_a_start_on_a_job_or_a_session_opens_its_log_folder(token_client, user):
+    home = pwd.getpwnam("alice").pw_dir
+    job = JobFactory(user=user)
+    NotebookServerFactory(user=user, name="mine")
+    from_job = token_client.post(API, {"job": job.pk}, format="json")
+    assert from_job.status_code == 201, from_job.json()
+    assert from_job.json()["logdir"] == f"{home}/logs/jobs/{job.uuid}" and from_job.json()["job"] == job.pk
+    from_session = token_client.post(API, {"session": "mine"}, format="json")
+    assert from_session.status_code == 201, from_session.json()
+    assert from_session.json()["logdir"] == f"{home}/logs" and from_session.json()["session"] == "mine"
+
+
+@pytest.mark.usefixtures("app_types")
+def test_an_active_one_on_the_same_folder_is_reused(token_client, user):
+    home = pwd.getpwnam("alice").pw_dir
+    first = token_client.post(API, {"logdir": f"{home}/logs"}, format="json").json()
+    again = token_client.post(API, {"logdir": f"{home}/logs"}, format="json")
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    # The session's folder is the same folder: the same one.
+    NotebookServerFactory(user=user, name="mine")
+    session = token_client.post(API, {"session": "mine"}, format="json")
+    assert session.status_code == 200 and session.json()["id"] == first["id"]
+    # As the tensorboard app of /api/v1/apps/ too.
+    apps = token_client.post("/api/v1/apps/", {"type": "tensorboard", "parameters": {"logdir": "logs"}},
+                             format="json")
+    assert apps.status_code == 200 and apps.json()["id"] == first["id"]
+    # An ended one is not reused.
+    App.objects.filter(pk=first["id"]).update(state=AppState.ENDED)
+    fresh = token_client.post(API, {"logdir": f"{home}/logs"}, format="json")
+    assert fresh.status_code == 201 and fresh.json()["id"] != first["id"]
+    assert App.objects.count() == 2
+
+
+@pytest.mark.usefixtures("app_types")
+def test_the_per_user_limit_counts_every_active_app(token_client, settings):
+    settings.APPS_MAX_PER_USER = 2
+    home = pwd.getpwnam("alice").pw_dir
+    AppFactory(user=UserFactory(username="alice"), parameters={"logdir": f"{home}/a"}, state=AppState.READY)
+    AppFactory(user=UserFactory(username="bob"), parameters={"logdir": "/home/bob"}, state=AppState.READY)
+    assert token_client.post(API, {"logdir": f"{home}/b"}, format="json").status_code == 201
+    refused = token_client.post(API, {"logdir": f"{home}/c"}, format="json")
+    assert refused.status_code == 409 and refused.json()["code"] == "app_limit", refused.json()
+    # Reuse is not a new app: allowed at the limit.
+    assert token_client.post(API, {"logdir": f"{home}/a"}, format="json").status_code == 200
+    assert App.objects.filter(user__username="alice").count() == 2
+
+
+# --- who sees and stops what ---
+
+@pytest.mark.django_db
+def test_another_users_tensorboard_does_not_exist_for_bob():
+    board = _board()
+    bob = _client("bob")
+    for url in (f"{API}{board.pk}/", f"/apps/{board.pk}/", f"/apps/{board.pk}/open/",
+                f"/api/v1/apps/{board.pk}/"):
+        assert bob.get(url).status_code == 404, url
+    assert bob.delete(f"{API}{board.pk}/").status_code == 404
+    assert bob.post(f"/apps/{board.pk}/stop/").status_code == 404
+    assert bob.get(API).json() == []
+    board.refresh_from_db()
+    assert board.state == AppState.READY
 
 
 @pytest.mark.django_db
-def test_another_users_job_is_not_a_source(token_client):
-    job = JobFactory(user=UserFactory(username="bob"))
-    response = token_client.post("/api/v1/tensorboards/", {"job": job.pk}, format="json")
-    assert response.status_code == 400 and "job" in response.json()["fields"]
+def test_the_list_is_your_own_and_admins_see_and_stop_every_one(scancel):
+    board = _board()
+    bobs = _board(user=UserFactory(username="bob"), parameters={"logdir": "/home/bob/logs"},
+                  slurm_job_id="778")
+    alice = _client("alice")
+    assert [item["id"] for item in alice.get(API).json()] == [board.pk]
+    ada = _client("ada", is_staff=True)
+    assert {item["id"] for item in ada.get(API).json()} == {board.pk, bobs.pk}
+    assert ada.get(f"{API}{board.pk}/").json()["owner"] == "alice"
+    assert ada.get(f"/apps/{board.pk}/").status_code == 200
+    assert ada.get(f"/apps/{board.pk}/open/").status_code == 404  # an admin never opens somebody's app
+    stopped = ada.delete(f"{API}{board.pk}/")
+    assert stopped.status_code == 200, stopped.json()
+    assert stopped.json()["state"] == "ended"
+    assert stopped.json()["reason"] == "Stopped by an administrator (ada)."
+    assert scancel.cancelled == [("777", "alice")]  # as its owner
+
+
+@pytest.mark.django_db
+def test_delete_ends_it_with_scancel_as_its_owner_and_again_changes_nothing(token_client, scancel):
+    board = _board()
+    response = token_client.delete(f"{API}{board.pk}/")
+    assert response.status_code == 200
+    assert response.json()["state"] == "ended" and response.json()["reason"] == "Stopped by you."
+    assert scancel.cancelled == [("777", "alice")]
+    again = token_client.delete(f"{API}{board.pk}/")
+    assert again.status_code == 200 and again.json()["reason"] == "Stopped by you."
+    assert scancel.cancelled == [("777", "alice")]  # an ended one is not cancelled twice
+    board.refresh_from_db()
+    assert board.state == AppState.ENDED and board.ended_at is not None
+
+
+@pytest.mark.usefixtures("app_types")
+def test_another_types_app_is_not_a_tensorboard(token_client):
+    other = AppFactory(user=UserFactory(username="alice"), type=AppType.objects.get(slug="vscode"),
+                       parameters={"folder": HOME}, state=AppState.READY)
+    assert token_client.get(f"{API}{other.pk}/").status_code == 404
+    assert token_client.get(API).json() == []
+
+
+# --- the pages ---
+
+@pytest.mark.django_db
+def test_the_old_page_redirects_to_the_apps():
+    response = _client("alice").get("/tensorboards/")
+    assert response.status_code in (301, 302) and response["Location"] == "/apps/"
+
+
+@pytest.mark.usefixtures("app_types")
+def test_open_tensorboard_from_a_jobs_page_goes_to_the_apps_page_and_errors_are_messages(user):
+    job = JobFactory(user=user)
+    alice = Client()
+    alice.force_login(user)
+    response = alice.post("/tensorboards/open/", {"job": job.pk})
+    app = App.objects.get(job=job)
+    assert response.status_code == 302 and response["Location"] == f"/apps/{app.pk}/"
+    assert app.parameters == {"logdir": f"{pwd.getpwnam('alice').pw_dir}/logs/jobs/{job.uuid}"}
+    refused = alice.post("/tensorboards/open/", {"logdir": "/etc"}, follow=True)
+    assert refused.redirect_chain[-1][0] == "/apps/"
+    assert "logdir:" in refused.content.decode()
+    assert alice.get("/tensorboards/open/").status_code == 405
+    assert App.objects.count() == 1
 
 
 # --- the script ---
 
 @pytest.mark.django_db
-def test_the_script_quotes_the_folder_and_listens_on_the_node_only(settings):
+def test_the_script_quotes_the_folder_and_runs_tensorboard_under_the_runner(settings, tmp_path):
     settings.TENSORBOARD_COMMAND = "'/opt/tb env/bin/tensorboard' --load_fast=false"  # split like a shell
-    board = _board(logdir="/home/alice/it's $(id) `x`; rm -rf ~", state=TensorBoardState.QUEUED)
-    script = tensorboard_script(board=board, output_dir="/home/alice/gpuportal/jobs")
-    assert f"--logdir {shlex.quote(board.logdir)} " in script
-    assert "exec '/opt/tb env/bin/tensorboard' --load_fast=false --logdir" in script
-    assert "--port 0" in script and "--bind_all" not in script
-    assert f"--path_prefix /tensorboards/{board.pk}/proxy" in script
+    hostile = "/home/alice/it's $(id) `x`; rm -rf ~"
+    board = _board(parameters={"logdir": hostile}, state=AppState.QUEUED)
+    command = command_render(app_type=board.type, values=board.parameters)
+    assert shlex.split(command) == ["exec", "/opt/tb env/bin/tensorboard", "--load_fast=false", "--logdir",
+                                    hostile, "--host", "127.0.0.1", "--port", "$PORT"]
+    script = app_script(app=board, command=command, output_dir="/home/alice/gpuportal/jobs", environment=None)
+    assert f" serve -- bash -c {shlex.quote(command)}\n" in script
+    assert "--bind_all" not in script and "path_prefix" not in script
     assert f"#SBATCH --error=/home/alice/gpuportal/jobs/job-{board.uuid}.err" in script
-    assert f"#SBATCH --comment=gpuportal-tensorboard:{board.uuid}" in script
+    assert f"#SBATCH --comment=gpuportal-app:{board.uuid}" in script
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    # Run as bash would: the runner gets the command as one word.
+    argv = tmp_path / "argv.py"
+    argv.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    settings.APPS_PYTHON, settings.APPS_RUNNER = sys.executable, str(argv)
+    script = app_script(app=board, command=command, output_dir="/home/alice/gpuportal/jobs", environment=None)
+    ran = subprocess.run(["bash"], input=script, text=True, capture_output=True, check=True)
+    assert json.loads(ran.stdout.splitlines()[-1]) == ["serve", "--", "bash", "-c", command]
 
 
 # --- the metrics file ---
@@ -297,18 +381,6 @@ def test_metrics_api_and_chart_are_for_the_owner_and_admins(token_client):
     alice.force_login(job.user)
     page = alice.get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="metrics-chart"' in page and "train/loss" in page and 'id="tensorboard-button"' in page
-
-
-@pytest.mark.django_db
-def test_a_finished_board_is_not_proxied_and_stopping_it_again_changes_nothing(token_client):
-    board = _board(user=UserFactory(username="alice"), state=TensorBoardState.ENDED, reason="Stopped by you.",
-                   ended_at=timezone.now())
-    response = token_client.delete(f"/api/v1/tensorboards/{board.pk}/")
-    assert response.status_code == 200 and response.json()["reason"] == "Stopped by you."
-    client = Client()
-    client.force_login(board.user)
-    assert client.get(f"/tensorboards/{board.pk}/proxy/").status_code == 409
-    assert uuid.UUID(response.json()["uuid"]) == board.uuid
 
 
 @pytest.mark.django_db
