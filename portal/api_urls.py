@@ -15,6 +15,7 @@ from portal.policy import api as policy_api
 from portal.reports import api as reports_api
 from portal.servers import api as servers_api
 from portal.tensorboards import api as tensorboards_api
+from portal.webapps import api as webapps_api
 
 urlpatterns = [
     path("me/", accounts_api.MeApi.as_view(), name="me"),
@@ -46,6 +47,9 @@ urlpatterns = [
     path("tensorboards/", tensorboards_api.TensorBoardListCreateApi.as_view(), name="tensorboards"),
     path("tensorboards/<id:board_id>/", tensorboards_api.TensorBoardDetailApi.as_view(),
          name="tensorboard-detail"),
+    path("app-types/", webapps_api.AppTypeListApi.as_view(), name="app-types"),
+    path("apps/", webapps_api.AppListCreateApi.as_view(), name="apps"),
+    path("apps/<id:app_id>/", webapps_api.AppDetailApi.as_view(), name="app-detail"),
     path("reports/", reports_api.ReportApi.as_view(), name="reports"),
     *benchmarks_urlpatterns,
 ]

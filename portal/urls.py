@@ -20,6 +20,7 @@ urlpatterns = [
     path("servers/", include("portal.servers.urls")),
     path("timing/", timing_view, name="timing"),
     path("tensorboards/", include("portal.tensorboards.urls")),
+    path("apps/", include("portal.webapps.urls")),
     path("containers/", include("portal.containers.urls")),
     path("extensions/", include("portal.extensions.urls")),
     path("launches/", include("portal.launches.urls")),

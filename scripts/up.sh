@@ -64,6 +64,7 @@ cd "$ROOT"
 "${AS_PORTAL[@]}" - python manage.py migrate --noinput >/dev/null
 "${AS_PORTAL[@]}" - python manage.py hub_oauth_app >/dev/null
 "${AS_PORTAL[@]}" - python manage.py environments_sync
+"${AS_PORTAL[@]}" - python manage.py apps_catalog_sync
 # The local registry's image in the container catalog, once per runtime (scripts/containers/setup.sh).
 image="${CONTAINERS_REGISTRY_URL:-https://127.0.0.1:5000}"; image="${image#https://}/gpuportal/python:3.11-bookworm"
 for runtime in charliecloud podman; do

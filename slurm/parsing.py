@@ -314,3 +314,9 @@ def parse_sacct(output: str, delimiter: str) -> Parsed[AccountedJob]:
     """Rows of `sacct --allocations --parsable --delimiter=<delimiter>` (--parsable, unlike
     --parsable2, ends each row with the delimiter too)."""
     return _parse(output, delimiter, len(SACCT_FIELDS), _accounted_job, "sacct")
+
+
+def first_node(nodes: str) -> str:
+    """First host of a Slurm host list: 'gpu[03-05,07],cpu1' -> 'gpu03'."""
+    match = re.match(r"([^,\[]+)(?:\[([^\],-]+))?", nodes)
+    return "" if match is None else match[1] + (match[2] or "")

@@ -49,7 +49,7 @@ from portal.containers.runtimes import RUNTIMES, Bind, Launch, LaunchInvalid
 from portal.policy.rules import Policy, PolicyRefusal, SessionRequest, Usage, session_resolve
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
-from slurm.parsing import QueuedJob
+from slurm.parsing import QueuedJob, first_node
 from slurm.runner import SlurmRunner
 from slurm.states import PENDING, RUNNING
 
@@ -353,12 +353,6 @@ def _time(value: str | None) -> datetime | None:
 @cache
 def shared_poller(bin_dir: str, timeout: float, shared_file: str = "") -> QueuePoller:
     return QueuePoller(Slurm(SlurmRunner(bin_dir=Path(bin_dir), timeout=timeout)), shared_file)
-
-
-def first_node(nodes: str) -> str:
-    """First host of a Slurm host list: 'gpu[03-05,07],cpu1' -> 'gpu03'."""
-    match = re.match(r"([^,\[]+)(?:\[([^\],-]+))?", nodes)
-    return "" if match is None else match[1] + (match[2] or "")
 
 
 def apply_portal_options(spawner: "PortalSlurmSpawner", user_options: object) -> None:

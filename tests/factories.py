@@ -39,3 +39,26 @@ class JobFactory(factory.django.DjangoModelFactory):
     output_dir = factory.LazyAttribute(lambda job: f"/home/{job.user.username}/gpuportal/jobs")
     state = "COMPLETED"
     slurm_job_id = factory.Sequence(lambda n: str(900000 + n))
+
+
+class AppFactory(factory.django.DjangoModelFactory):
+    """A web app row (portal.webapps) of the built-in type named by `type__slug`; no Slurm job."""
+
+    class Meta:
+        model = "webapps.App"
+
+    user = factory.SubFactory(UserFactory, username="alice")
+    type = factory.LazyFunction(lambda: _app_type("tensorboard"))
+    parameters = factory.LazyAttribute(lambda app: {"logdir": f"/home/{app.user.username}/logs"})
+    time_limit_minutes = 480
+    idle_minutes = 60
+    state = "ended"
+
+
+def _app_type(slug: str) -> object:
+    from portal.webapps.catalog import catalog_sync
+    from portal.webapps.models import AppType
+
+    if not AppType.objects.filter(slug=slug).exists():
+        catalog_sync()
+    return AppType.objects.get(slug=slug)

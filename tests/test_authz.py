@@ -16,7 +16,7 @@ from portal.accounts.models import ApiToken, User
 from portal.accounts.services import api_token_create, api_token_revoke
 from portal.benchmarks.models import BenchmarkResult
 from tests.benchmarks.factories import ResultFactory
-from tests.factories import JobFactory, UserFactory
+from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory, PartitionFactory
 
 pytestmark = pytest.mark.django_db
@@ -88,12 +88,11 @@ def _key(world: World) -> int:
 
 
 def _board(world: World) -> int:
-    """An ended TensorBoard of the owner's: its proxy answers 409 past authz, and nothing runs."""
-    from portal.tensorboards.models import TensorBoard
+    """An ended TensorBoard app of the owner's: opening it leads back to its page, nothing runs."""
+    from portal.webapps.models import App
 
-    found = TensorBoard.objects.filter(user=world.job.user).first()
-    return (found or TensorBoard.objects.create(user=world.job.user, logdir="/home/alice/logs",
-                                                state="ended", reason="Stopped by you.")).pk
+    found = App.objects.filter(user=world.job.user).first()
+    return (found or AppFactory(user=world.job.user, state="ended", reason="Stopped by you.")).pk
 
 
 def _preset(world: World) -> int:
@@ -193,20 +192,21 @@ ROWS: dict[str, list[Row]] = {
         {**PAGE_MINE, "owner": 302, "admin": 404})],
     "notifications/": [Row("GET", _fixed("/notifications/"), P, PAGE_ANY)],
     "api/v1/notifications/": [Row("GET", _fixed("/api/v1/notifications/"), A, API_ANY)],
-    "tensorboards/": [Row("GET", _fixed("/tensorboards/"), P, PAGE_ANY)],
+    # The old page leads to the apps (no login needed to be redirected).
+    "tensorboards/": [Row("GET", _fixed("/tensorboards/"), P, dict.fromkeys(PAGE_ANY, 302))],
     # No source given: refused as invalid (a message and back to the list), nothing reaches Slurm.
     "tensorboards/open/": [Row("POST", _fixed("/tensorboards/open/"), P,
                                {**PAGE_ANY, "owner": 302, "other": 302, "admin": 302})],
-    "tensorboards/<id:board_id>/": [Row("GET", lambda w: f"/tensorboards/{_board(w)}/", P, PAGE_MINE)],
-    "tensorboards/<id:board_id>/stop/": [Row("POST", lambda w: f"/tensorboards/{_board(w)}/stop/", P,
-                                             {**PAGE_MINE, "owner": 302, "admin": 302})],
-    "tensorboards/<id:board_id>/proxy": [Row("GET", lambda w: f"/tensorboards/{_board(w)}/proxy", P,
-                                             {**PAGE_MINE, "owner": 302, "admin": 302})],
-    "tensorboards/<id:board_id>/proxy/": [Row("GET", lambda w: f"/tensorboards/{_board(w)}/proxy/", P,
-                                              {**PAGE_MINE, "owner": 409, "admin": 409})],
-    "tensorboards/<id:board_id>/proxy/<path:path>": [Row(
-        "GET", lambda w: f"/tensorboards/{_board(w)}/proxy/data/runs", P,
-        {**PAGE_MINE, "owner": 409, "admin": 409})],
+    "apps/": [Row("GET", _fixed("/apps/"), P, PAGE_ANY)],
+    # No type given: refused (a message and back to the list), nothing reaches Slurm.
+    "apps/start/": [Row("POST", _fixed("/apps/start/"), P, {**PAGE_ANY, "owner": 302, "other": 302,
+                                                             "admin": 302})],
+    "apps/<id:app_id>/": [Row("GET", lambda w: f"/apps/{_board(w)}/", P, PAGE_MINE)],
+    # Only its owner is sent to the app (an ended one: back to its page); an admin gets no grant.
+    "apps/<id:app_id>/open/": [Row("GET", lambda w: f"/apps/{_board(w)}/open/", P,
+                                   {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "apps/<id:app_id>/stop/": [Row("POST", lambda w: f"/apps/{_board(w)}/stop/", P,
+                                   {**PAGE_MINE, "owner": 302, "admin": 302})],
     "containers/": [Row("GET", _fixed("/containers/"), P, PAGE_ANY)],
     # A local-path image is not pulled: a message and back to the catalog, nothing reaches Slurm.
     "containers/<id:image_id>/pull/": [Row("POST", lambda w: f"/containers/{_image(w)}/pull/", P,
@@ -234,6 +234,13 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/tensorboards/<id:board_id>/": [
         Row("GET", lambda w: f"/api/v1/tensorboards/{_board(w)}/", A, API_MINE),
         Row("DELETE", lambda w: f"/api/v1/tensorboards/{_board(w)}/", A, API_MINE)],  # ended: no Slurm call
+    "api/v1/app-types/": [Row("GET", _fixed("/api/v1/app-types/"), A, API_ANY)],
+    "api/v1/apps/": [Row("GET", _fixed("/api/v1/apps/"), A, API_ANY),
+                     Row("POST", _fixed("/api/v1/apps/"), A, {**API_ANY, "owner": 400, "other": 400,
+                                                              "admin": 400}, body={"type": "no-such-app"})],
+    "api/v1/apps/<id:app_id>/": [
+        Row("GET", lambda w: f"/api/v1/apps/{_board(w)}/", A, API_MINE),
+        Row("DELETE", lambda w: f"/api/v1/apps/{_board(w)}/", A, API_MINE)],  # ended: no Slurm call
     "benchmarks/": [Row("GET", _fixed("/benchmarks/"), P, PAGE_ANY)],
     "benchmarks/compare/": [Row("GET", _fixed("/benchmarks/compare/?ids=1,2"), P, PAGE_ANY)],
     "benchmarks/charts/": [Row("GET", _fixed("/benchmarks/charts/?kind=scaling"), P, PAGE_ANY)],
@@ -344,7 +351,7 @@ def test_nobody_else_can_revoke_or_see_the_owners_things(world):
 
 
 ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/notebookserver/",
-                "/admin/environments/environment/", "/admin/tensorboards/tensorboard/",
+                "/admin/environments/environment/", "/admin/webapps/app/", "/admin/webapps/apptype/",
                 "/admin/containers/image/", "/admin/containers/pull/",
                 "/admin/containers/registrycredential/",
                 "/admin/benchmarks/benchmarkresult/", "/admin/benchmarks/reference/",

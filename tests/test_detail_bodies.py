@@ -1,6 +1,6 @@
 """Another user's object is a 404 whatever the request carries: every API route with a path parameter
 finds its object before it reads the body or the query, so bob learns nothing about alice's job,
-session, pull, key, preset, TensorBoard or token from a 400. A route added with a path parameter
+session, pull, key, preset, app or token from a 400. A route added with a path parameter
 nobody here knows fails `test_every_object_route_is_covered`."""
 
 import json
@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from portal.accounts.models import User
 from portal.accounts.services import api_token_create
-from tests.factories import JobFactory, UserFactory
+from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory, PartitionFactory, SlurmJobFactory
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,6 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
     """alice's object for each path parameter, made when first asked for."""
     from portal.containers.models import Image, Pull, RegistryCredential
     from portal.launches.models import Preset
-    from portal.tensorboards.models import TensorBoard
 
     def image() -> int:
         catalog = Image.objects.create(name="cat", runtime="charliecloud", reference="nvcr.io/x/y:1")
@@ -52,8 +51,8 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
         "credential_id": lambda: RegistryCredential.objects.create(
             user=alice, registry="nvcr.io", username="$oauthtoken", secret=b"x").pk,
         "preset_id": lambda: Preset.objects.create(user=alice, kind="session", name="p", values={}).pk,
-        "board_id": lambda: TensorBoard.objects.create(user=alice, logdir="/home/alice/logs",
-                                                       state="ready").pk,
+        "board_id": lambda: AppFactory(user=alice, state="ready").pk,
+        "app_id": lambda: AppFactory(user=alice, state="ready").pk,
         "token_id": lambda: api_token_create(user=alice, name="hers")[0].pk,
     }
 

@@ -23,13 +23,13 @@ def _sacct(bin_dir: str) -> None:
 
 @pytest.fixture
 def page(monkeypatch, user):
-    """Runs `body` as the TensorBoards page's query, inside a request of the test client."""
+    """Runs `body` as the apps page's query, inside a request of the test client."""
     client = Client()
     client.force_login(user)
 
     def open_with(body):
-        monkeypatch.setattr("portal.tensorboards.views.tensorboard_list", lambda **kwargs: body() or [])
-        return client.get("/tensorboards/")
+        monkeypatch.setattr("portal.webapps.views.app_list", lambda **kwargs: body() or [])
+        return client.get("/apps/")
 
     return open_with
 

@@ -14,14 +14,14 @@ from django.core import signing
 
 from portal.core.errors import NotAuthenticated
 
-ReportKind = Literal["job", "session"]
+ReportKind = Literal["job", "session", "app"]
 KINDS: tuple[str, ...] = get_args(ReportKind)
 _SALT = "gpuportal.reports"
 _MAX_LENGTH = 200  # far more than a real token; a longer header is refused before any hashing
 
 
 def report_token(kind: ReportKind, pk: int) -> str:
-    """The token for one job (its Job pk) or one session (its NotebookServer pk)."""
+    """The token for one job (its Job pk), one session (its NotebookServer pk) or one web app (App)."""
     if kind not in KINDS:
         raise ValueError(f"not a report kind: {kind!r}")
     if isinstance(pk, bool) or not isinstance(pk, int) or pk < 1:

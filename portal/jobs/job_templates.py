@@ -269,7 +269,7 @@ def builtin_parameters() -> tuple[Parameter, ...]:
     )
 
 
-def _parameter_from_toml(name: str, spec: Any, where: str) -> Parameter:
+def parameter_from_spec(name: str, spec: Any, where: str) -> Parameter:
     if not isinstance(spec, dict):
         raise TemplateError(f"{where}: [parameters.{name}] must be a table")
     known = {"type", "label", "help", "default", "required", "min", "max", "choices", "pattern",
@@ -316,6 +316,12 @@ def _environment(root: Path) -> jinja2.Environment:
     return environment
 
 
+def shell_template(text: str) -> jinja2.Template:
+    """Shell text written elsewhere (a web app type's command), rendered by the same rules as the
+    templates' scripts: every value quoted."""
+    return _environment(Path(settings.JOBS_TEMPLATES_DIR)).from_string(text)
+
+
 def template_load(directory: Path) -> JobTemplate:
     """Read and check one template folder; raises TemplateError saying what is wrong."""
     slug = directory.name
@@ -337,7 +343,7 @@ def template_load(directory: Path) -> JobTemplate:
     if clash := set(own) & set(BUILTIN_PARAMETERS):
         raise TemplateError(f"{where}: parameters {sorted(clash)} are built in; rename them")
     parameters = builtin_parameters() + tuple(
-        _parameter_from_toml(name, value, f"{where}/template.toml") for name, value in own.items()
+        parameter_from_spec(name, value, f"{where}/template.toml") for name, value in own.items()
     )
     resources = spec.get("resources", {})
     template = JobTemplate(

@@ -2,7 +2,7 @@
 servers, then jobs and notebook servers follow that same queue, and at most one `sacct` answers for
 what left it.
 
-This module sits above the apps it orchestrates (cluster, jobs, servers, TensorBoards, pulls); none
+This module sits above the apps it orchestrates (cluster, jobs, servers, web apps, pulls); none
 of them imports it.
 """
 
@@ -27,7 +27,7 @@ from portal.servers.services import (
     servers_queue_timeout,
     servers_spawn_retry,
 )
-from portal.tensorboards.services import TENSORBOARD_WORK
+from portal.webapps.services import APPS_WORK, apps_follow
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import AccountedJob, QueuedJob
@@ -69,6 +69,7 @@ def _cycle(slurm: Slurm) -> CycleReport:
     inactive = inactive_work_end(queue=queue, slurm=slurm)
     servers_queue_publish(queue=queue, taken_before=status.checked_at)  # the hub's routine polls
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
+    apps_follow(slurm=slurm)  # an app that answered is ready as soon as the snapshot names its node
     report.status = status
     report.inactive = inactive
     # After the queue is followed: a server Slurm started this cycle is not cancelled.
@@ -77,17 +78,17 @@ def _cycle(slurm: Slurm) -> CycleReport:
 
 
 def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> CycleReport:
-    """Jobs, servers, TensorBoards and pulls follow this cycle's queue; one `sacct` settles what
+    """Jobs, servers, web apps and pulls follow this cycle's queue; one `sacct` settles what
     left it and finds due submissions by comment. If sacct fails, nothing that needed it changes."""
     report = CycleReport(ran=True)
     unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs, slurm=slurm)
     servers_left = servers_apply_queue(queue=queue, now=queried_at)
-    boards = work_apply_queue(kind=TENSORBOARD_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
+    apps = work_apply_queue(kind=APPS_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
     pulls = pulls_apply_queue(queue=queue, queried_at=queried_at, slurm=slurm)
-    if not (unsettled.left or unsettled.unresolved or servers_left or boards or pulls):
+    if not (unsettled.left or unsettled.unresolved or servers_left or apps or pulls):
         return report
     try:
-        rows = _accounting(slurm, unsettled, servers_left, [boards, pulls])
+        rows = _accounting(slurm, unsettled, servers_left, [apps, pulls])
     except SlurmError as error:
         logger.warning("sacct failed, states left as they were: %s", error.message)
         report.jobs.errors.append(error.message)
@@ -95,7 +96,7 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     report.sacct_calls = 1
     jobs_apply_accounting(unsettled=unsettled, rows=rows, slurm=slurm, report=report.jobs)
     report.servers_ended = servers_apply_accounting(servers=servers_left, rows=rows)
-    work_apply_accounting(unsettled=boards, rows=rows, slurm=slurm)
+    work_apply_accounting(unsettled=apps, rows=rows, slurm=slurm)
     pulls_apply_accounting(unsettled=pulls, rows=rows, slurm=slurm)
     return report
 

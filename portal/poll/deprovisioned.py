@@ -16,7 +16,7 @@ from portal.containers.deprovision import pulls_of_inactive_end
 from portal.jobs.services.deprovision import jobs_of_inactive_end
 from portal.servers.deprovision import servers_of_inactive_end
 from portal.servers.services import JOB_NAME_PREFIX
-from portal.tensorboards.deprovision import tensorboards_of_inactive_end
+from portal.webapps.deprovision import apps_of_inactive_end
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import QueuedJob
@@ -24,7 +24,7 @@ from slurm.states import is_live
 
 logger = logging.getLogger(__name__)
 
-# Every Slurm job the portal submits has a comment starting so (jobs, TensorBoards, pulls); the
+# Every Slurm job the portal submits has a comment starting so (jobs, web apps, pulls); the
 # hub's notebook servers have a job name starting with JOB_NAME_PREFIX.
 PORTAL_COMMENT_PREFIX = "gpuportal"
 
@@ -33,7 +33,7 @@ PORTAL_COMMENT_PREFIX = "gpuportal"
 class InactiveWorkReport:
     jobs: int = 0
     servers: int = 0
-    tensorboards: int = 0
+    apps: int = 0
     pulls: int = 0
     strays: int = 0  # Slurm jobs of theirs with no portal record left to end
     error: str = ""  # Slurm did not answer: the rest waits for the next cycle
@@ -49,7 +49,7 @@ def inactive_work_end(*, user_id: int | None = None, queue: list[QueuedJob] | No
     try:
         report.jobs = jobs_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
         report.servers = servers_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
-        report.tensorboards = tensorboards_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
+        report.apps = apps_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
         report.pulls = pulls_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
         if queue is not None:
             report.strays = _strays_cancel(queue, slurm)

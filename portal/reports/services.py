@@ -1,4 +1,4 @@
-"""Applying what a batch job or a notebook session's job reports about itself
+"""Applying what a batch job, a notebook session's job or a web app's job reports about itself
 (POST /api/v1/reports/, with a token naming that one job or session: portal.core.report_tokens).
 
 Every write is a conditional UPDATE guarded by the state it expects, as the poll cycle's are
@@ -31,6 +31,7 @@ from portal.servers.services import (
     server_job_id_from_hub,
     server_queued_note,
 )
+from portal.webapps.services import app_answered
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 
@@ -46,6 +47,7 @@ class Report:
     node: str = ""  # started: the node it runs on
     exit_code: int | None = None  # exited: the script's exit status
     reason: str = ""  # queued (a session's spawner): Slurm's pending reason, if it gave one yet
+    port: int | None = None  # ready (a web app's runner): where the gateway connects on its node
 
 
 def report_apply(*, kind: ReportKind, pk: int, report: Report) -> bool:
@@ -53,6 +55,9 @@ def report_apply(*, kind: ReportKind, pk: int, report: Report) -> bool:
     (a repeat, a late report, an object that ended or does not exist)."""
     if kind == "job":
         return job_report_apply(job_id=pk, report=report)
+    if kind == "app":
+        # An app reports only that it answers; Slurm's snapshot says where (portal.webapps).
+        return report.event == "ready" and report.port is not None and app_answered(app_id=pk, port=report.port)
     return session_report_apply(server_id=pk, report=report)
 
 

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "portal.jobs",
     "portal.poll",
     "portal.tensorboards",
+    "portal.webapps",
     "portal.benchmarks",
     "portal.containers",
     "portal.extensions",
@@ -210,18 +211,27 @@ CONTAINERS_JUPYTER_ENV = env("CONTAINERS_JUPYTER_ENV", default=str(_STATE / "ven
 # that venv and the servers' settings; a pulled Charliecloud image gets these mount points too.
 CONTAINERS_SERVER_MOUNTS = [CONTAINERS_JUPYTER_ENV, str(BASE_DIR / "spawners" / "singleuser")]
 
-# --- TensorBoard from the portal (portal.tensorboards): a small CPU Slurm job as the user ---
-# What the job runs (shlex-split): a tensorboard every user can execute on the nodes.
+# --- Web apps on compute nodes (portal.webapps): TensorBoard, VS Code, a user's own app ---
+# Each runs as a small Slurm job of its owner, under templates/apps/runner.py (its own network
+# namespace, a per-app secret in front), and is served by the apps gateway on its own origin:
+# https://<app uuid>.<APPS_ORIGIN's host>/, never the portal's (another host name, so the portal's
+# cookies never reach it). Production: a wildcard DNS name and certificate for *.<that host>.
+APPS_ORIGIN = env("APPS_ORIGIN", default="http://apps.localhost:8002")
+APPS_GATEWAY_BIND = env("APPS_GATEWAY_BIND", default="127.0.0.1:8002")
+# The in-job runner, and the Python that runs it on the nodes (a path every user can read).
+APPS_RUNNER = env("APPS_RUNNER", default=str(BASE_DIR / "templates" / "apps" / "runner.py"))
+APPS_PYTHON = env("APPS_PYTHON", default="/usr/bin/python3")
+APPS_PARTITION = env("APPS_PARTITION", default="")  # empty: the cluster's default
+APPS_MEM_MB = env.int("APPS_MEM_MB", default=2048)
+APPS_MAX_PER_USER = env.int("APPS_MAX_PER_USER", default=4)
+# An app whose job runs but that does not report "ready" within this long is ended, with its log.
+APPS_START_TIMEOUT_SECONDS = env.float("APPS_START_TIMEOUT_SECONDS", default=180.0)
+APPS_SYNC_SECONDS = env.float("APPS_SYNC_SECONDS", default=5.0)
+# The grant that sends a browser from the portal to the gateway: valid this long, once.
+APPS_GRANT_SECONDS = env.int("APPS_GRANT_SECONDS", default=30)
+# What TensorBoard, one of the built-in apps, runs (a tensorboard every user can execute on the nodes).
 TENSORBOARD_COMMAND = env("TENSORBOARD_COMMAND", default=str(Path(sys.prefix) / "bin" / "tensorboard"))
-TENSORBOARD_PARTITION = env("TENSORBOARD_PARTITION", default="")  # empty: the cluster's default
-TENSORBOARD_TIME_LIMIT_MINUTES = env.int("TENSORBOARD_TIME_LIMIT_MINUTES", default=8 * 60)
-TENSORBOARD_MEM_MB = env.int("TENSORBOARD_MEM_MB", default=2048)
-# Stopped after this long without a request through the portal's proxy.
-TENSORBOARD_IDLE_MINUTES = env.float("TENSORBOARD_IDLE_MINUTES", default=60.0)
-# A TensorBoard whose job runs but that reports no port within this long is ended, with its log.
-TENSORBOARD_START_TIMEOUT_SECONDS = env.float("TENSORBOARD_START_TIMEOUT_SECONDS", default=120.0)
-TENSORBOARD_SYNC_SECONDS = env.float("TENSORBOARD_SYNC_SECONDS", default=5.0)
-TENSORBOARD_MAX_PER_USER = env.int("TENSORBOARD_MAX_PER_USER", default=3)
+CODE_SERVER_COMMAND = env("CODE_SERVER_COMMAND", default="/opt/gpuportal/code-server/bin/code-server")
 # The read-only shared data mount. Paths users give (TensorBoard's folder, job template parameters of
 # type path) must lie under their home, their scratch or this (portal.core.paths).
 DATA_DIR = env("GPUPORTAL_DATA_DIR", default="/data")
@@ -256,10 +266,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": DIRECTORY_SYNC_SECONDS,
         "options": {"expires": DIRECTORY_SYNC_SECONDS},
     },
-    "tensorboards-sync": {
-        "task": "portal.tensorboards.tasks.tensorboards_sync",
-        "schedule": TENSORBOARD_SYNC_SECONDS,
-        "options": {"expires": TENSORBOARD_SYNC_SECONDS},
+    "apps-sync": {
+        "task": "portal.webapps.tasks.apps_sync",
+        "schedule": APPS_SYNC_SECONDS,
+        "options": {"expires": APPS_SYNC_SECONDS},
     },
     "environments-check": {
         "task": "portal.environments.tasks.environments_check",
@@ -449,5 +459,6 @@ SERVERS_IDLE_TIMEOUT_SECONDS = env.int("HUB_CULL_TIMEOUT", default=3600)
 SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["JobStateEnum"] = "portal.jobs.models.JobState"
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["ExtensionStateEnum"] = \
     "portal.extensions.models.ExtensionRequest.State"
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["AppStateEnum"] = "portal.webapps.models.AppState"
 # Sessions or jobs: the kinds of presets and the targets of extensions.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["LaunchKindEnum"] = "portal.launches.models.Preset.Kind"

@@ -1,7 +1,8 @@
+from django.urls import reverse
 from rest_framework import serializers
 
 from portal.core import fields
-from portal.tensorboards.models import TensorBoard
+from portal.webapps.models import App
 
 
 class TensorBoardStartInputSerializer(serializers.Serializer):
@@ -16,16 +17,20 @@ class TensorBoardStartInputSerializer(serializers.Serializer):
 
 
 class TensorBoardSerializer(serializers.ModelSerializer):
+    """A TensorBoard app in this API's own shape (the same app as under /api/v1/apps/, same id)."""
+
     owner = serializers.CharField(source="user.username")
+    logdir = serializers.CharField(source="parameters.logdir")
     session = serializers.CharField(source="session.name", allow_null=True, default=None,
                                     help_text="The session whose ~/logs it shows, by name")
-    url = serializers.SerializerMethodField(help_text="The portal path TensorBoard is served under")
+    url = serializers.SerializerMethodField(help_text=(
+        "The portal page that opens it, for its owner, on its own origin on the apps gateway"))
 
     class Meta:
-        model = TensorBoard
+        model = App
         fields = ["id", "uuid", "owner", "logdir", "job", "session", "state", "reason", "slurm_job_id",
                   "host", "port", "created_at", "submitted_at", "started_at", "ready_at", "ended_at",
                   "last_access", "url"]
 
-    def get_url(self, board: TensorBoard) -> str:
-        return f"{board.path_prefix}/"
+    def get_url(self, app: App) -> str:
+        return reverse("webapps:open", args=[app.pk])

@@ -20,9 +20,9 @@ from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_create
 from portal.notifications.models import AdminNotice
 from portal.servers.models import NotebookServer
-from portal.tensorboards.models import TensorBoard, TensorBoardState
+from portal.webapps.models import App, AppState
 from tests.accounts.conftest import LDAP, SUFFIX, token_of
-from tests.factories import UserFactory
+from tests.factories import AppFactory, UserFactory
 from tests.jobs.conftest import polled  # noqa: F401 (a fixture bobs_work asks for)
 from tests.poll_helpers import slurm_poll
 
@@ -62,7 +62,7 @@ def _until_gone(job_ids: list[str], timeout: float = 20.0) -> dict[str, str]:
 @pytest.fixture
 def bobs_work(slurm, api_client, request):
     """bob with a token, a batch job in Slurm and one waiting in the portal, a notebook session's,
-    a TensorBoard's and a pull's Slurm jobs, and a portal job Slurm runs that no record tracks.
+    a web app's and a pull's Slurm jobs, and a portal job Slurm runs that no record tracks.
     Whatever is left is cancelled afterwards."""
     request.getfixturevalue("polled")  # the portal knows the partitions
     key = token_of(api_client, "bob")
@@ -80,9 +80,8 @@ def bobs_work(slurm, api_client, request):
     server = NotebookServer.objects.create(
         user=bob, name="deprov", partition="gpu", gpus=0, hours=1, hub_accepted_at=timezone.now(),
         job_id=_sbatch(slurm, user="bob", comment="", name="jupyterhub:deprov"))
-    board = TensorBoard.objects.create(user=bob, logdir="/home/bob/logs", state=TensorBoardState.QUEUED,
-                                       submitted_at=timezone.now())
-    board.slurm_job_id = _sbatch(slurm, user="bob", comment=f"gpuportal-tensorboard:{board.uuid}")
+    board = AppFactory(user=bob, state=AppState.QUEUED, submitted_at=timezone.now())
+    board.slurm_job_id = _sbatch(slurm, user="bob", comment=board.slurm_comment)
     board.save(update_fields=["slurm_job_id"])
     image = Image.objects.create(name="deprov", runtime="podman", reference="127.0.0.1:5000/deprov/x:1")
     pull = Pull.objects.create(user=bob, image=image)
@@ -127,8 +126,8 @@ def test_a_user_who_left_has_all_their_work_ended_within_one_cycle(
     assert (waiting.state, waiting.reason, waiting.slurm_job_id) == (JobState.CANCELLED, REASON, "")
     server = NotebookServer.objects.get(pk=work["server"].pk)
     assert server.ended_at and server.end_detail == REASON
-    board = TensorBoard.objects.get(pk=work["board"].pk)
-    assert (board.state, board.reason) == (TensorBoardState.ENDED, REASON)
+    board = App.objects.get(pk=work["board"].pk)
+    assert (board.state, board.reason) == (AppState.ENDED, REASON)
     pull = Pull.objects.get(pk=work["pull"].pk)
     assert (pull.state, pull.error) == (Pull.State.FAILED, REASON)
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {work['key']}")

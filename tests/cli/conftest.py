@@ -16,9 +16,8 @@ from django.db import connection
 from portal.accounts.services import api_token_create
 from portal.jobs.models import IN_SLURM_STATES, Job
 from portal.poll.cycle import poll_cycle
-from portal.tensorboards.models import ACTIVE_STATES as BOARD_ACTIVE_STATES
-from portal.tensorboards.models import TensorBoard
-from portal.tensorboards.services import tensorboards_sync
+from portal.webapps.models import ACTIVE_STATES as APP_ACTIVE_STATES
+from portal.webapps.models import App
 from slurm.errors import SlurmError
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
@@ -92,7 +91,7 @@ def token_cli(cli, alice):
 
 @pytest.fixture
 def poller(transactional_db, slurm):
-    """Celery beat's work, for the test database: a poll cycle and a TensorBoard sync every second
+    """Celery beat's work, for the test database: a poll cycle (which moves web apps on) every second
     while the test runs, so the states the CLI waits for arrive. Cancels the Slurm jobs the test
     left behind."""
     stop = threading.Event()
@@ -103,7 +102,6 @@ def poller(transactional_db, slurm):
         try:
             while not stop.is_set():
                 poll_cycle(slurm=slurm)  # skipped (not an error) while another cycle holds the lock
-                tensorboards_sync(slurm=slurm)
                 stop.wait(1)
         finally:
             connection.close()
@@ -114,7 +112,7 @@ def poller(transactional_db, slurm):
     stop.set()
     thread.join(30)
     left = [*Job.objects.filter(state__in=IN_SLURM_STATES).select_related("user"),
-            *TensorBoard.objects.filter(state__in=BOARD_ACTIVE_STATES).exclude(slurm_job_id="")
+            *App.objects.filter(state__in=APP_ACTIVE_STATES).exclude(slurm_job_id="")
             .select_related("user")]
     for job in left:
         with contextlib.suppress(SlurmError):

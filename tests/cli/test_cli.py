@@ -19,10 +19,9 @@ from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
 from portal.servers.hub import HubServer, JupyterHub
 from portal.servers.services import servers_hub_sync
-from portal.tensorboards.models import TensorBoard
 from tests.cli.conftest import Cli
 from tests.conftest import ROOT
-from tests.factories import JobFactory
+from tests.factories import AppFactory, JobFactory
 from tests.servers.factories import DebugPartitionFactory, PartitionFactory
 from tests.servers.test_api import FakeHub
 
@@ -242,10 +241,9 @@ def test_benchmarks_are_listed_with_filters(token_cli, alice):
 
 
 def test_tensorboard_commands(token_cli, alice):
-    board = TensorBoard.objects.create(user=alice, logdir="/home/alice/logs", state="ready",
-                                       host="127.0.0.1", port=6006)
+    board = AppFactory(user=alice, state="ready", host="127.0.0.1", port=6006)
     listed = token_cli("--json", "tensorboard", "list").json()
-    assert listed[0]["url"] == f"{token_cli.url}/tensorboards/{board.pk}/proxy/"
+    assert listed[0]["url"] == f"{token_cli.url}/apps/{board.pk}/open/"
     assert token_cli("tensorboard", "start").returncode == Exit.USAGE  # exactly one source
     outside = token_cli("tensorboard", "start", "--logdir", "/etc")
     assert outside.returncode == Exit.INVALID and "logdir:" in outside.stderr

@@ -121,7 +121,7 @@ def test_tensorboard_start_list_stop(logged_in, poller, empty_logdir):
     assert started.returncode == 0, started.stderr
     board = started.json()
     assert board["state"] == "ready" and board["logdir"] == str(empty_logdir)
-    assert board["url"] == f"{logged_in.url}/tensorboards/{board['id']}/proxy/"
+    assert board["url"] == f"{logged_in.url}/apps/{board['id']}/open/"
     assert [b["id"] for b in logged_in("--json", "tensorboard", "list").json()] == [board["id"]]
     assert str(board["id"]) in logged_in("tensorboard", "list").stdout
 

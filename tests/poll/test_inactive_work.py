@@ -14,10 +14,10 @@ from portal.poll.cycle import queue_follow
 from portal.poll.deprovisioned import inactive_work_end
 from portal.servers.models import NotebookServer
 from portal.servers.services import server_spawn, servers_spawn_retry
-from portal.tensorboards.models import TensorBoard, TensorBoardState
+from portal.webapps.models import App, AppState
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import AccountedJob, Parsed, QueuedJob
-from tests.factories import JobFactory, UserFactory
+from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory, SlurmJobFactory
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +54,7 @@ def bob():
 
 
 def _work(user, first_id):
-    """A job waiting in the portal, one pending and one running in Slurm, a session, a TensorBoard
+    """A job waiting in the portal, one pending and one running in Slurm, a session, a web app
     and a pull."""
     ids = iter(str(first_id + n) for n in range(10))
     queued = JobFactory(user=user, state=JobState.QUEUED_IN_PORTAL, slurm_job_id="",
@@ -62,8 +62,7 @@ def _work(user, first_id):
     pending = JobFactory(user=user, state=JobState.PENDING, slurm_job_id=next(ids), reason="Resources")
     running = JobFactory(user=user, state=JobState.RUNNING, slurm_job_id=next(ids))
     server = NotebookServerFactory(user=user, name="mine", job_id=next(ids))
-    board = TensorBoard.objects.create(user=user, logdir=f"/home/{user.username}/logs",
-                                       state=TensorBoardState.READY, slurm_job_id=next(ids))
+    board = AppFactory(user=user, state=AppState.READY, slurm_job_id=next(ids))
     image = Image.objects.get_or_create(name="python", runtime="podman", reference="127.0.0.1:5000/x:1")[0]
     pull = Pull.objects.create(user=user, image=image, state=Pull.State.RUNNING, slurm_job_id=next(ids))
     return queued, pending, running, server, board, pull
@@ -74,7 +73,7 @@ def test_everything_of_an_inactive_user_ends_with_the_reason(bob):
     alices = _work(UserFactory(username="alice"), 600)
     slurm = FakeSlurm(gone={running.slurm_job_id})
     report = inactive_work_end(user_id=bob.pk, slurm=slurm)
-    assert (report.jobs, report.servers, report.tensorboards, report.pulls, report.error) == (3, 1, 1, 1, "")
+    assert (report.jobs, report.servers, report.apps, report.pulls, report.error) == (3, 1, 1, 1, "")
     assert sorted(slurm.cancelled) == ["500", "502", "503", "504"]  # 501 had ended meanwhile
     for record in (queued, pending, running, server, board, pull):
         record.refresh_from_db()
@@ -83,14 +82,14 @@ def test_everything_of_an_inactive_user_ends_with_the_reason(bob):
     assert pending.state == JobState.PENDING and pending.reason == REASON and pending.cancel_requested_at
     assert running.cancel_requested_at is not None
     assert server.ended_at and server.stop_requested_at and server.end_detail == REASON
-    assert (board.state, board.reason) == (TensorBoardState.ENDED, REASON) and board.ended_at
+    assert (board.state, board.reason) == (AppState.ENDED, REASON) and board.ended_at
     assert (pull.state, pull.error) == (Pull.State.FAILED, REASON)
     assert inactive_work_end(slurm=slurm).jobs == 0  # nothing asked twice within a cycle
     assert sorted(slurm.cancelled) == ["500", "502", "503", "504"]
     queued, pending, running, server, board, pull = alices
     assert Job.objects.get(pk=pending.pk).state == JobState.PENDING and not pending.cancel_requested_at
     assert NotebookServer.objects.get(pk=server.pk).ended_at is None
-    assert TensorBoard.objects.get(pk=board.pk).state == TensorBoardState.READY
+    assert App.objects.get(pk=board.pk).state == AppState.READY
     assert Pull.objects.get(pk=pull.pk).state == Pull.State.RUNNING
 
 
