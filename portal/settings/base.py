@@ -216,8 +216,8 @@ CONTAINERS_SERVER_MOUNTS = [CONTAINERS_JUPYTER_ENV, str(BASE_DIR / "spawners" / 
 # namespace, a per-app secret in front), and is served by the apps gateway on its own origin:
 # https://<app uuid>.<APPS_ORIGIN's host>/, never the portal's (another host name, so the portal's
 # cookies never reach it). Production: a wildcard DNS name and certificate for *.<that host>.
-APPS_ORIGIN = env("APPS_ORIGIN", default="http://apps.localhost:8002")
-APPS_GATEWAY_BIND = env("APPS_GATEWAY_BIND", default="127.0.0.1:8002")
+APPS_ORIGIN = env("APPS_ORIGIN", default="http://apps.localhost:8003")
+APPS_GATEWAY_BIND = env("APPS_GATEWAY_BIND", default="127.0.0.1:8003")  # 8002: the hub proxy API
 # The in-job runner, and the Python that runs it on the nodes (a path every user can read).
 APPS_RUNNER = env("APPS_RUNNER", default=str(BASE_DIR / "templates" / "apps" / "runner.py"))
 APPS_PYTHON = env("APPS_PYTHON", default="/usr/bin/python3")
