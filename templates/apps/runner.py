@@ -115,7 +115,11 @@ def unix_listener(path: str) -> socket.socket:
 def bridge_to_app(listener: socket.socket) -> None:
     """Each connection to the Unix socket, spliced to the app's port (closed while it has none)."""
     while True:
-        client, _ = listener.accept()
+        try:
+            client, _ = listener.accept()
+        except OSError:  # out of file descriptors, say: try again
+            time.sleep(0.1)
+            continue
         try:
             upstream = socket.create_connection(("127.0.0.1", APP_PORT), timeout=5)
             upstream.settimeout(None)
