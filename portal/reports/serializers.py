@@ -12,8 +12,8 @@ _OPTIONAL = {"reason", "port"}
 
 
 class ReportSerializer(serializers.Serializer):
-    event = serializers.ChoiceField(choices=EVENTS, help_text="started (node), ready (an app: port), exited "
-                                                              "(exit_code); a session's spawner: queued (reason)")
+    event = serializers.ChoiceField(choices=EVENTS, help_text=(
+        "started (node), ready (a web app: port), exited (exit_code); a session's spawner: queued (reason)"))
     node = serializers.RegexField(HOSTNAME, max_length=64, required=False,
                                   help_text="With started: the host name of the node it runs on",
                                   error_messages={"invalid": "A host name: letters, digits, . and -."})

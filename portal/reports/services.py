@@ -57,7 +57,8 @@ def report_apply(*, kind: ReportKind, pk: int, report: Report) -> bool:
         return job_report_apply(job_id=pk, report=report)
     if kind == "app":
         # An app reports only that it answers; Slurm's snapshot says where (portal.webapps).
-        return report.event == "ready" and report.port is not None and app_answered(app_id=pk, port=report.port)
+        ready = report.event == "ready" and report.port is not None
+        return ready and app_answered(app_id=pk, port=report.port)
     return session_report_apply(server_id=pk, report=report)
 
 

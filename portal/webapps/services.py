@@ -193,8 +193,10 @@ def app_answered(*, app_id: int, port: int) -> bool:
     """The job's runner says the app answers, behind `port` on its node: recorded once. The app is
     ready as soon as Slurm's snapshot names its node, so a poll cycle is asked for now rather than at
     its next tick (one squeue for everybody, as always)."""
+    # Even before the portal knows its Slurm job id (an sbatch that timed out, adopted later): the
+    # report's token names this app, and Slurm's snapshot still decides the host.
     answered = bool(App.objects.filter(pk=app_id, state__in=(State.QUEUED, State.STARTING), port__isnull=True)
-                    .exclude(slurm_job_id="").update(port=port, answered_at=timezone.now()))
+                    .update(port=port, answered_at=timezone.now()))
     if answered:
         transaction.on_commit(_poll_soon)
     return answered
@@ -202,7 +204,7 @@ def app_answered(*, app_id: int, port: int) -> bool:
 
 def _poll_soon() -> None:
     try:  # by name: the poll app sits above this one
-        current_app.send_task("portal.poll.tasks.poll_cycle_soon")
+        current_app.tasks["portal.poll.tasks.poll_cycle_soon"].delay()
     except Exception as error:  # any broker failure means "the next tick", never a 5xx
         logger.warning("could not ask for an early poll cycle: %s", error)
 

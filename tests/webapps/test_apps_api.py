@@ -400,19 +400,25 @@ def test_a_port_outside_1024_to_65535_is_a_400(body):
     assert app.port is None
 
 
+def test_an_app_whose_sbatch_answer_is_late_still_records_its_port():
+    """The runner reports once; the job id may come a cycle later (an sbatch that timed out)."""
+    not_in_slurm = _app(state=AppState.QUEUED, port=None, host="", slurm_job_id="",
+                        parameters={"logdir": "/data"})
+    assert _report(not_in_slurm, {"event": "ready", "port": 40000}).json() == {"applied": True}
+    not_in_slurm.refresh_from_db()
+    assert (not_in_slurm.port, not_in_slurm.host, not_in_slurm.state) == (40000, "", AppState.QUEUED)
+
+
 def test_a_report_that_does_not_apply_changes_nothing():
     ended = _app(state=AppState.ENDED, port=None, host="")
     assert _report(ended, {"event": "ready", "port": 40000}).json() == {"applied": False}
-    not_in_slurm = _app(state=AppState.QUEUED, port=None, host="", slurm_job_id="",
-                        parameters={"logdir": "/data"})
-    assert _report(not_in_slurm, {"event": "ready", "port": 40000}).json() == {"applied": False}
     starting = _app(state=AppState.STARTING, port=None, host="", parameters={"logdir": f"{HOME}/x"})
     assert _report(starting, {"event": "ready"}).json() == {"applied": False}
     # A job's token is not an app's.
     response = APIClient().post(REPORTS, {"event": "ready", "port": 40000}, format="json",
                                 HTTP_AUTHORIZATION=f"Report {report_token('job', starting.pk)}")
     assert response.status_code == 400 or response.json() == {"applied": False}, response.json()
-    for app in (ended, not_in_slurm, starting):
+    for app in (ended, starting):
         app.refresh_from_db()
         assert app.port is None
 
