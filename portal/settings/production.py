@@ -13,6 +13,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
 from .base import (
+    ALLOWED_HOSTS,
+    APPS_ORIGIN,
     DATABASES,
     JUPYTERHUB_API_TOKEN,
     JUPYTERHUB_OAUTH_CLIENT_SECRET,
@@ -123,6 +125,18 @@ def database_problem(url: str, user: str, password: str) -> str:
     return ""
 
 
+def apps_origin_problem(origin: str, portal_hosts: list[str]) -> str:
+    """Why users' web apps would not have an origin of their own (https, another host name than the
+    portal's: browsers send a host's cookies to every port of it), or "" when they would."""
+    parts = urlsplit(origin)
+    if parts.scheme != "https" or not parts.hostname:
+        return "APPS_ORIGIN must be https://<a host name of its own> (deploy/gpuportal.env.example)"
+    host = parts.hostname.lower()
+    if any(host == name.lower().lstrip(".") for name in portal_hosts):
+        return "APPS_ORIGIN must not be on the portal's host: apps would be served from the portal's origin"
+    return ""
+
+
 def connections_check(problems: list[str]) -> None:
     """Raise ImproperlyConfigured naming every unusable setting (never a password)."""
     if problems := [problem for problem in problems if problem]:
@@ -131,6 +145,7 @@ def connections_check(problems: list[str]) -> None:
 
 connections_check([
     ldap_problem(LDAP_URI, LDAP_START_TLS),
+    apps_origin_problem(APPS_ORIGIN, ALLOWED_HOSTS),
     database_problem(env("DATABASE_URL", default=""), DATABASES["default"]["USER"],
                      DATABASES["default"]["PASSWORD"]),
 ])

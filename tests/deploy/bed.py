@@ -171,4 +171,5 @@ def production_settings(workdir: Path, *, database: str, ldaps_port: int) -> Ite
             "LDAP_URI": ldap_uri,
             "LDAP_CA_FILE": str(certificate[0]),
             "LDAP_BASE_DN": os.environ["LDAP_BASE_DN"],
+            "APPS_ORIGIN": "https://apps.localhost",
         }

@@ -19,7 +19,8 @@ def _generated() -> dict[str, str]:
     """Secrets as `make up` generates them, and the database and directory a site would name."""
     return {**{name: secrets.token_hex(32) for name in SECRET_NAMES},
             "DATABASE_URL": f"postgres://gpuportal:{secrets.token_hex(16)}@db.example.org:5432/gpuportal",
-            "LDAP_URI": "ldaps://ldap.example.org", "LDAP_START_TLS": "false"}
+            "LDAP_URI": "ldaps://ldap.example.org", "LDAP_START_TLS": "false",
+            "DJANGO_ALLOWED_HOSTS": "gpu.example.org", "APPS_ORIGIN": "https://apps.gpu.example.org"}
 
 
 def _manage(*args: str, **overrides: str | None) -> subprocess.CompletedProcess:
@@ -73,6 +74,10 @@ def test_production_refuses_missing_short_or_known_secrets(name, value):
     ("LDAP_URI", {"LDAP_URI": "ldap://127.0.0.1:3389"}, ""),  # the test bed's
     ("LDAP_URI", {"LDAP_URI": "ldap://10.0.0.5:389", "LDAP_START_TLS": None}, ""),
     ("LDAP_URI", {"LDAP_URI": "http://ldap.example.org"}, ""),
+    # Users' web apps on the portal's own origin, or over plain http.
+    ("APPS_ORIGIN", {"APPS_ORIGIN": "https://gpu.example.org:8443"}, ""),
+    ("APPS_ORIGIN", {"APPS_ORIGIN": "http://apps.gpu.example.org"}, ""),
+    ("APPS_ORIGIN", {"APPS_ORIGIN": None}, ""),  # base.py's default: the bed's http://apps.localhost
 ])
 def test_production_refuses_cleartext_ldap_and_the_test_beds_database(name, overrides, hidden):
     result = _manage("check", **{**_generated(), **overrides})
