@@ -15,6 +15,9 @@ cd "$ROOT"
 say "ruff"
 ruff check .
 export DJANGO_SETTINGS_MODULE=portal.settings.test
+# The documentation site, strictly: a broken link, a missing page or a stale reference fails here.
+say "mkdocs build --strict"
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet
 if (($#)); then
   say "pytest $*"
   exec pytest "$@"

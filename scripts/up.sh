@@ -74,6 +74,9 @@ for runtime in charliecloud podman; do
 done
 # Static files go into the checkout, which the service account only reads: root collects them.
 python manage.py collectstatic --noinput >/dev/null
+# The documentation site (mkdocs.yml: docs/ into site/, served at /docs/), built the same way. A page
+# that does not build never stops the bed: `make test` builds it --strict.
+NO_MKDOCS_2_WARNING=1 mkdocs build --quiet --no-strict || echo "warning: the documentation site did not build" >&2
 # Fill the cluster snapshot now so the first page view has data.
 "${AS_PORTAL[@]}" - python manage.py slurm_poll
 # The hub starts nothing without the policy file; the poll above wrote it, this says where.
@@ -113,6 +116,7 @@ cat <<MSG
 
 gpuportal is up:  http://$PORTAL_HOST:$PORTAL_PORT/
   API docs:       http://$PORTAL_HOST:$PORTAL_PORT/api/docs/
+  Documentation:  http://$PORTAL_HOST:$PORTAL_PORT/docs/  (sources in docs/)
   Notebooks:      http://$PORTAL_HOST:$PORTAL_PORT/servers/  (JupyterHub at http://127.0.0.1:8001/)
   Web apps:       $APPS_ORIGIN  (each app at its own <uuid>.<that host>)
 
