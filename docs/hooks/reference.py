@@ -4,6 +4,8 @@
   `manage.py spectacular`, run in a subprocess with the test settings: no database, no service), one
   page per resource (the first path segment under /api/v1/); the schema itself is published beside
   them as reference/api/openapi.json.
+- reference/api/swagger/: Swagger UI (drf-spectacular-sidecar's copy, nothing from a CDN) on that
+  openapi.json, to browse the schema without a login.
 - reference/settings.md: every `env("NAME", default=...)` of portal/settings/base.py with its
   default and the comment lines above it.
 
@@ -141,8 +143,9 @@ def api_index(groups: dict[str, list[str]]) -> str:
     lines = ["# REST API reference", "",
              "One page per resource, generated at build time from the live OpenAPI schema "
              "(`python manage.py spectacular`), which is also published here as "
-             "[openapi.json](openapi.json) (the running portal serves it at `/api/schema/` and an "
-             "interactive Swagger UI at `/api/docs/`).", "",
+             "[openapi.json](openapi.json), browsable in [Swagger UI](swagger/index.html) (read-only "
+             "here; the running portal serves the schema at `/api/schema/` and an interactive Swagger "
+             "UI at `/api/docs/`).", "",
              "| resource | paths |", "|---|---|"]
     for group, paths in groups.items():
         listed = "<br>".join(f"`{path}`" for path in paths)
@@ -216,15 +219,47 @@ def on_config(config: Any) -> Any:
     return config
 
 
+SWAGGER_HTML = """<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>gpuportal REST API (Swagger UI)</title>
+  <link rel="stylesheet" href="swagger-ui.css">
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="swagger-ui-bundle.js"></script>
+<script src="swagger-init.js"></script>
+</body>
+</html>
+"""
+# The schema file beside this page; read-only here (no "Try it out": the docs have no credentials).
+SWAGGER_INIT = """window.ui = SwaggerUIBundle({url: "../openapi.json", dom_id: "#swagger-ui",
+  supportedSubmitMethods: [], deepLinking: true});
+"""
+
+
+def swagger_files() -> dict[str, str | bytes]:
+    from drf_spectacular_sidecar import __file__ as sidecar  # the portal's dependency: UI assets
+
+    dist = Path(sidecar).parent / "static" / "drf_spectacular_sidecar" / "swagger-ui-dist"
+    found: dict[str, str | bytes] = {"reference/api/swagger/index.html": SWAGGER_HTML,
+                                     "reference/api/swagger/swagger-init.js": SWAGGER_INIT}
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE"):
+        found[f"reference/api/swagger/{name}"] = (dist / name).read_bytes()
+    return found
+
+
 def on_files(files: Files, config: Any) -> Files:
     schema, groups = _state["schema"], _state["groups"]
-    generated = {
+    generated: dict[str, str | bytes] = {
         "reference/api/index.md": api_index(groups),
         "reference/api/openapi.json": json.dumps(schema, indent=1),
         "reference/settings.md": settings_page(),
     }
     for group, paths in groups.items():
         generated[f"reference/api/{group}.md"] = api_page(schema, group, paths)
+    generated.update(swagger_files())
     for uri, content in generated.items():
         files.append(File.generated(config, uri, content=content))
     return files

@@ -52,6 +52,9 @@ def test_every_path_and_operation_of_the_schema_is_in_the_api_reference(built_si
     assert missing == []
     assert json.loads((built_site / "reference/api/openapi.json").read_text())["paths"].keys() == \
         schema["paths"].keys()
+    swagger = built_site / "reference/api/swagger"
+    assert '"../openapi.json"' in (swagger / "swagger-init.js").read_text()
+    assert (swagger / "swagger-ui-bundle.js").stat().st_size > 100_000  # the sidecar's copy, no CDN
     index = _text(built_site / "reference/api/index.html")
     assert all(path in index for path in schema["paths"])
 
