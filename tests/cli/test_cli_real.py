@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuportal_cli.client import Exit
+from portal.webapps.catalog import catalog_sync
 from tests.cli.conftest import GPUPORTAL, login
 from tests.hub import squeue_state, wait_for
 
@@ -106,7 +107,10 @@ def test_cancel_a_long_job(logged_in, poller):
 
 
 @pytest.fixture
-def empty_logdir():
+def empty_logdir(settings, live_server):
+    """A folder of alice's, and the app catalog; the job's runner reports to this test's portal."""
+    settings.PORTAL_URL_FOR_JOBS = live_server.url
+    catalog_sync()
     account = pwd.getpwnam("alice")
     folder = Path(account.pw_dir) / f"cli-tb-{uuid.uuid4().hex[:8]}"
     folder.mkdir()
