@@ -8,6 +8,7 @@ from portal.cluster import api as cluster_api
 from portal.containers import api as containers_api
 from portal.environments import api as environments_api
 from portal.extensions import api as extensions_api
+from portal.gpus import api as gpus_api
 from portal.jobs import api as jobs_api
 from portal.launches import api as launches_api
 from portal.notifications import api as notifications_api
@@ -35,6 +36,7 @@ urlpatterns = [
     path("jobs/<id:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="job-cancel"),
     path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
     path("jobs/<id:job_id>/metrics/", jobs_api.JobMetricsApi.as_view(), name="job-metrics"),
+    path("jobs/<id:job_id>/gpu/", gpus_api.JobGpuApi.as_view(), name="job-gpu"),
     path("policy/", policy_api.PolicyApi.as_view(), name="policy"),
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),

@@ -1,3 +1,6 @@
+import time
+
+from django.conf import settings
 from rest_framework import serializers
 
 from portal.reports.services import EVENTS
@@ -42,3 +45,60 @@ class ReportSerializer(serializers.Serializer):
 class ReportResultSerializer(serializers.Serializer):
     applied = serializers.BooleanField(help_text="False: nothing to change (a repeat, a late report, "
                                                  "an object that ended or does not exist)")
+
+
+def _unknown_fields(serializer: serializers.Serializer) -> dict:
+    given = serializer.initial_data if isinstance(serializer.initial_data, dict) else {}
+    return {key: ["Unknown field."] for key in sorted(set(given) - set(serializer.fields))}
+
+
+class GpuSampleSerializer(serializers.Serializer):
+    """One reading of one GPU (nvidia-smi --query-gpu); a figure the GPU does not report is null."""
+
+    t = serializers.FloatField(help_text="Unix time of the reading")
+    gpu = serializers.IntegerField(min_value=0, max_value=255, help_text="nvidia-smi's index on the node")
+    util = serializers.FloatField(min_value=0, max_value=100, allow_null=True, required=False,
+                                  help_text="utilization.gpu, %")
+    mem_util = serializers.FloatField(min_value=0, max_value=100, allow_null=True, required=False,
+                                      help_text="utilization.memory, %")
+    mem_used_mib = serializers.FloatField(min_value=0, max_value=16 * 1024 * 1024, allow_null=True,
+                                          required=False, help_text="memory.used, MiB")
+    power_w = serializers.FloatField(min_value=0, max_value=100_000, allow_null=True, required=False,
+                                     help_text="power.draw, W")
+
+    def validate_t(self, value: float) -> float:
+        if not 0 < value <= time.time() + 300:
+            raise serializers.ValidationError("A Unix time, not in the future.")
+        return value
+
+    def to_internal_value(self, data: object) -> dict:
+        if isinstance(data, dict):
+            for key in ("t", "gpu", "util", "mem_util", "mem_used_mib", "power_w"):
+                if isinstance(data.get(key), bool | str):  # JSON numbers only
+                    raise serializers.ValidationError({key: ["A number."]})
+            if unknown := {key: ["Unknown field."] for key in sorted(set(data) - set(self.fields))}:
+                raise serializers.ValidationError(unknown)
+        return super().to_internal_value(data)
+
+
+class GpuReportSerializer(serializers.Serializer):
+    """A job's GPU sampler pushing what it read (templates/jobs/_common/gpu_sampler.py)."""
+
+    event = serializers.ChoiceField(choices=["gpu"], help_text="gpu: a batch of GPU samples")
+    samples = serializers.ListField(child=GpuSampleSerializer(), min_length=1, help_text=(
+        "At most GPU_SAMPLES_PER_REPORT (1,000) readings; a longer batch is refused with 413"))
+
+    def validate(self, attrs: dict) -> dict:
+        if errors := _unknown_fields(self):
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    @staticmethod
+    def too_many(data: object) -> bool:
+        samples = data.get("samples") if isinstance(data, dict) else None
+        return isinstance(samples, list) and len(samples) > settings.GPU_SAMPLES_PER_REPORT
+
+
+class GpuReportResultSerializer(serializers.Serializer):
+    applied = serializers.BooleanField(help_text="False: a job that ended a while ago, or not a job")
+    interval_seconds = serializers.IntegerField(help_text="How often the sampler should read its GPUs")

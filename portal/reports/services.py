@@ -20,6 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from portal.core.report_tokens import ReportKind
+from portal.gpus.services import GpuSample, gpu_samples_record
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting
 from portal.servers.hub import HubError
@@ -60,6 +61,11 @@ def report_apply(*, kind: ReportKind, pk: int, report: Report) -> bool:
         ready = report.event == "ready" and report.port is not None
         return ready and app_answered(app_id=pk, port=report.port)
     return session_report_apply(server_id=pk, report=report)
+
+
+def gpu_report_apply(*, kind: ReportKind, pk: int, samples: list[GpuSample]) -> bool:
+    """A job's GPU samples (event `gpu`); False for anything but a job (sessions do not sample yet)."""
+    return kind == "job" and gpu_samples_record(job_id=pk, samples=samples)
 
 
 def job_report_apply(*, job_id: int, report: Report) -> bool:

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "portal.launches",
     "portal.notifications",
     "portal.reports",
+    "portal.gpus",
 ]
 
 MIDDLEWARE = [
@@ -393,6 +394,12 @@ PORTAL_URL_FOR_JOBS = env("PORTAL_URL_FOR_JOBS", default=PORTAL_URL)
 # poll cycle has it.
 REPORTS_SETTLE_SECONDS = env.float("REPORTS_SETTLE_SECONDS", default=0.5)
 REPORTS_SETTLE_ATTEMPTS = env.int("REPORTS_SETTLE_ATTEMPTS", default=8)
+
+# --- GPU figures (portal.gpus): each GPU job's sampler reads nvidia-smi and pushes to the reports API ---
+GPU_SAMPLE_SECONDS = env.int("GPU_SAMPLE_SECONDS", default=15)  # told to the samplers in each answer
+GPU_SAMPLES_PER_REPORT = env.int("GPU_SAMPLES_PER_REPORT", default=1000)  # more: 413
+GPU_POINTS_PER_JOB = env.int("GPU_POINTS_PER_JOB", default=2000)  # 1-minute points; the oldest go
+GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # late samples of an ended job
 
 # --- Batch jobs (portal.jobs) ---
 # One folder per template (template.toml + script.sh.j2); checked at startup.

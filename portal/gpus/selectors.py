@@ -1,0 +1,40 @@
+"""Reading a job's GPU figures: from the database only (never Slurm, never a write)."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from portal.gpus.models import GpuPoint, GpuSummary
+from portal.jobs.models import Job
+
+
+def _mean(total: float, count: int) -> float | None:
+    return round(total / count, 2) if count else None
+
+
+def job_gpu_figures(*, job: Job) -> dict[str, Any]:
+    """{"series": [{"gpu", "points": [1-minute points, oldest first]}], "summary": {...}}."""
+    series: dict[int, list[dict[str, Any]]] = {}
+    for p in GpuPoint.objects.filter(job=job).order_by("gpu", "minute"):
+        series.setdefault(p.gpu, []).append({
+            "t": p.minute, "samples": p.samples, "util": _mean(p.util_sum, p.util_count),
+            "util_max": p.util_max,
+            "mem_util": _mean(p.mem_util_sum, p.mem_util_count), "mem_used_mib": p.mem_used_max_mib,
+            "power_w": _mean(p.power_sum, p.power_count)})
+    summary = GpuSummary.objects.filter(job=job).first()
+    current = [] if summary is None else [
+        {"gpu": int(gpu), **{key: value for key, value in last.items() if key != "t"},
+         "t": datetime.fromtimestamp(last["t"], tz=UTC)}
+        for gpu, last in sorted(summary.last.items(), key=lambda item: int(item[0]))]
+    return {
+        "series": [{"gpu": gpu, "points": points} for gpu, points in sorted(series.items())],
+        "summary": {
+            "samples": summary.samples if summary else 0,
+            "util_mean": _mean(summary.util_sum, summary.util_count) if summary else None,
+            "util_max": summary.util_max if summary else None,
+            "mem_used_max_mib": summary.mem_used_max_mib if summary else None,
+            "energy_wh": round(summary.energy_wh, 4) if summary else 0.0,
+            "first_at": summary.first_at if summary else None,
+            "last_at": summary.last_at if summary else None,
+            "current": current,
+        },
+    }

@@ -1,0 +1,117 @@
+"""Recording what a job's GPU sampler pushes (portal.reports hands the samples over, after checking
+the job's own report token). Writes only: reads are in portal.gpus.selectors."""
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from portal.gpus.models import GpuPoint, GpuSummary
+from portal.jobs.models import IN_SLURM_STATES, Job
+
+# Energy is power integrated over the time between two samples of a GPU; a longer gap than this
+# (the sampler stopped, pushes lost) counts nothing rather than a guess.
+ENERGY_MAX_GAP_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    t: float  # Unix time of the reading
+    gpu: int  # nvidia-smi's index on the node
+    util: float | None = None  # utilization.gpu, %
+    mem_util: float | None = None  # utilization.memory, %
+    mem_used_mib: float | None = None
+    power_w: float | None = None
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def gpu_samples_record(*, job_id: int, samples: Sequence[GpuSample], now: datetime | None = None) -> bool:
+    """Merge samples into the job's 1-minute points and its summary; False (nothing changed) when
+    the job does not exist or ended more than GPU_REPORT_GRACE_MINUTES ago. Samples from before
+    the job was submitted are ignored. Keeps at most GPU_POINTS_PER_JOB points: the oldest go."""
+    now = now or timezone.now()
+    grace = now - timedelta(minutes=settings.GPU_REPORT_GRACE_MINUTES)
+    job = (Job.objects.filter(pk=job_id).filter(Q(state__in=IN_SLURM_STATES) | Q(ended_at__gte=grace))
+           .only("pk", "submitted_at").first())
+    if job is None:
+        return False
+    since = job.submitted_at.timestamp() - 60
+    kept = sorted((s for s in samples if s.t >= since), key=lambda s: (s.t, s.gpu))
+    if not kept:
+        return False
+    with transaction.atomic():
+        GpuSummary.objects.get_or_create(job_id=job_id)
+        summary = GpuSummary.objects.select_for_update().get(job_id=job_id)  # one push at a time
+        _summary_add(summary, kept)
+        summary.save()
+        _points_add(job_id, kept)
+    return True
+
+
+def _summary_add(summary: GpuSummary, samples: Sequence[GpuSample]) -> None:
+    last = dict(summary.last)
+    for s in samples:
+        summary.samples += 1
+        if s.util is not None:
+            summary.util_sum += s.util
+            summary.util_count += 1
+        summary.util_max = _max(summary.util_max, s.util)
+        summary.mem_used_max_mib = _max(summary.mem_used_max_mib, s.mem_used_mib)
+        at = datetime.fromtimestamp(s.t, tz=UTC)
+        summary.first_at = at if summary.first_at is None else min(summary.first_at, at)
+        summary.last_at = at if summary.last_at is None else max(summary.last_at, at)
+        before = last.get(str(s.gpu))
+        if before is not None and s.t <= before["t"]:
+            continue  # late or repeated: counted above, but neither an interval nor the current figure
+        gap = s.t - before["t"] if before is not None else None
+        if gap is not None and before["power_w"] is not None and gap <= ENERGY_MAX_GAP_SECONDS:
+            summary.energy_wh += before["power_w"] * gap / 3600
+        last[str(s.gpu)] = {"t": s.t, "util": s.util, "mem_util": s.mem_util, "mem_used_mib": s.mem_used_mib,
+                            "power_w": s.power_w}
+    summary.last = last
+
+
+def _points_add(job_id: int, samples: Sequence[GpuSample]) -> None:
+    by_key: dict[tuple[datetime, int], list[GpuSample]] = defaultdict(list)
+    for s in samples:
+        minute = datetime.fromtimestamp(s.t - s.t % 60, tz=UTC)
+        by_key[(minute, s.gpu)].append(s)
+    existing = {(p.minute, p.gpu): p for p in GpuPoint.objects.filter(
+        job_id=job_id, minute__in={minute for minute, _ in by_key})}
+    changed, created = [], []
+    for (minute, gpu), group in by_key.items():
+        point = existing.get((minute, gpu))
+        if point is None:
+            point = GpuPoint(job_id=job_id, minute=minute, gpu=gpu, util_max=None, mem_used_max_mib=None)
+            created.append(point)
+        else:
+            changed.append(point)
+        for s in group:
+            point.samples += 1
+            if s.util is not None:
+                point.util_sum += s.util
+                point.util_count += 1
+            point.util_max = _max(point.util_max, s.util)
+            if s.mem_util is not None:
+                point.mem_util_sum += s.mem_util
+                point.mem_util_count += 1
+            point.mem_used_max_mib = _max(point.mem_used_max_mib, s.mem_used_mib)
+            if s.power_w is not None:
+                point.power_sum += s.power_w
+                point.power_count += 1
+    GpuPoint.objects.bulk_update(changed, ["samples", "util_sum", "util_count", "util_max", "mem_util_sum",
+                                           "mem_util_count", "mem_used_max_mib", "power_sum", "power_count"])
+    GpuPoint.objects.bulk_create(created)
+    points = GpuPoint.objects.filter(job_id=job_id)
+    extra = points.count() - settings.GPU_POINTS_PER_JOB
+    if extra > 0:
+        oldest = list(points.order_by("minute", "gpu").values_list("pk", flat=True)[:extra])
+        GpuPoint.objects.filter(pk__in=oldest).delete()
