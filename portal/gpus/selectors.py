@@ -38,3 +38,23 @@ def job_gpu_figures(*, job: Job) -> dict[str, Any]:
             "current": current,
         },
     }
+
+
+def job_gpu_chart(*, series: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A Vega-Lite sparkline: mean utilisation per minute, a line per GPU; None without points."""
+    rows = [{"gpu": str(line["gpu"]), "t": point["t"].isoformat(), "util": point["util"]}
+            for line in series for point in line["points"] if point["util"] is not None]
+    if not rows:
+        return None
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": rows},
+        "width": 560, "height": 80, "mark": {"type": "line", "interpolate": "monotone"},
+        "encoding": {
+            "x": {"field": "t", "type": "temporal", "title": None},
+            "y": {"field": "util", "type": "quantitative", "title": "GPU %", "scale": {"domain": [0, 100]}},
+            "color": {"field": "gpu", "type": "nominal", "title": "GPU"},
+            "tooltip": [{"field": "gpu"}, {"field": "t", "type": "temporal", "timeUnit": "hoursminutes"},
+                        {"field": "util", "title": "utilisation %"}],
+        },
+    }
