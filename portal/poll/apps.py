@@ -7,4 +7,7 @@ class PollConfig(AppConfig):
     name = "portal.poll"
 
     def ready(self) -> None:
-        from portal.poll import receivers  # noqa: F401 (connects the user_deprovisioned receiver)
+        # receivers: connects the user_deprovisioned receiver. tasks: registered in every process,
+        # web ones included, since apps below this one ask for an early cycle by the task's name
+        # (portal.webapps.services), which only a registered task can take.
+        from portal.poll import receivers, tasks  # noqa: F401
