@@ -41,6 +41,7 @@ urlpatterns = [
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),
+    path("sessions/<slug:name>/gpu/", gpus_api.SessionGpuApi.as_view(), name="session-gpu"),
     path("jobs/<id:job_id>/extend/", extensions_api.JobExtendApi.as_view(), name="job-extend"),
     path("extensions/", extensions_api.ExtensionListApi.as_view(), name="extensions"),
     path("presets/", launches_api.PresetListCreateApi.as_view(), name="presets"),

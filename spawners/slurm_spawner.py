@@ -73,6 +73,8 @@ HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$")
 # The job's own reports to the portal (started on node X, exiting with code N): shared with the
 # portal's batch-job scripts, included as it is.
 REPORT_SH = Path(__file__).resolve().parents[1] / "templates/jobs/_common/report.sh"
+# The GPU sampler of batch jobs (plain Python, standard library only), included as it is too.
+GPU_SAMPLER = Path(__file__).resolve().parents[1] / "templates/jobs/_common/gpu_sampler.py"
 
 
 # Settings of the users' notebook servers (jupyter-server-proxy's TensorBoard): JUPYTER_CONFIG_PATH.
@@ -569,7 +571,27 @@ set -euo pipefail
             'gpuportal_report "{\\"event\\":\\"started\\",\\"node\\":\\"$GPUPORTAL_NODE\\"}" &',
             'trap \'gpuportal_report "{\\"event\\":\\"exited\\",\\"exit_code\\":$?}"\' EXIT',
             "trap 'exit 143' TERM",
+            *self.gpu_sampler_lines(),
         ])
+
+    def gpu_sampler_lines(self) -> list[str]:
+        """A session with GPUs: the batch jobs' GPU sampler, in the background on the host (a
+        container's server too: it reads the job's GPUs with the node's nvidia-smi), pushing
+        nvidia-smi's figures with the session's token, which it takes from the job's environment
+        (never a command line). It stops when this script's shell is gone."""
+        if not self.req_gres or not GPU_SAMPLER.is_file():
+            return []
+        source = GPU_SAMPLER.read_text()
+        if "\nGPUPORTAL_GPU_SAMPLER_PY\n" in f"\n{source}\n":
+            return []  # would end the here-document early
+        return [
+            'if [[ -n ${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}} && -n ${GPUPORTAL_REPORT_TOKEN:-} ]] \\',
+            "    && command -v nvidia-smi >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then",
+            "  python3 - >/dev/null 2>&1 <<'GPUPORTAL_GPU_SAMPLER_PY' &",
+            source.rstrip("\n"),
+            "GPUPORTAL_GPU_SAMPLER_PY",
+            "fi",
+        ]
 
     def get_req_subvars(self) -> dict[str, Any]:
         """The batch script's variables: the job's reports to the portal; the chosen environment's

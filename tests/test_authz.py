@@ -168,6 +168,8 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/jobs/<id:job_id>/metrics/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/metrics/", A,
                                              API_MINE)],
     "api/v1/jobs/<id:job_id>/gpu/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/gpu/", A, API_MINE)],
+    "api/v1/sessions/<slug:name>/gpu/": [Row("GET", lambda w: f"/api/v1/sessions/{w.server.name}/gpu/", A,
+                                             API_MINE)],
     # The owner's job and session are not running: past authz, refused with 409 (a message on pages);
     # extending is the owner's call, so an admin gets 404 too.
     "api/v1/jobs/<id:job_id>/extend/": [Row("POST", lambda w: f"/api/v1/jobs/{w.job.pk}/extend/", A,

@@ -4,7 +4,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.core.errors import NotFound
-from portal.gpus.selectors import job_gpu_figures
+from portal.gpus.selectors import job_gpu_figures, session_for_gpu, session_gpu_figures
 from portal.gpus.serializers import JobGpuSerializer
 from portal.jobs.selectors import job_get
 
@@ -22,3 +22,18 @@ class JobGpuApi(APIView):
         if job is None:
             raise NotFound("No such job.")
         return Response(JobGpuSerializer(job_gpu_figures(job=job)).data)
+
+
+class SessionGpuApi(APIView):
+    @extend_schema(responses={200: JobGpuSerializer,
+                              404: OpenApiResponse(description="No such session, or another user's")},
+                   summary="The notebook session's GPU figures: 1-minute points per GPU and a summary",
+                   description="Your newest session with that name, running or ended (an admin: their "
+                               "own, else anybody's newest with that name). What the sampler in the "
+                               "session's job read from nvidia-smi and pushed (every GPU_SAMPLE_SECONDS), "
+                               "from the database, as for a job. Empty for a session without GPUs.")
+    def get(self, request: Request, name: str) -> Response:
+        session = session_for_gpu(user=request.user, name=name)
+        if session is None:
+            raise NotFound("No such session.")
+        return Response(JobGpuSerializer(session_gpu_figures(session=session)).data)

@@ -1,5 +1,6 @@
-"""Recording what a job's GPU sampler pushes (portal.reports hands the samples over, after checking
-the job's own report token). Writes only: reads are in portal.gpus.selectors."""
+"""Recording what the GPU sampler of a batch job or of a notebook session's job pushes
+(portal.reports hands the samples over, after checking that job's or session's own report token).
+Writes only: reads are in portal.gpus.selectors."""
 
 from collections import defaultdict
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from django.utils import timezone
 
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import IN_SLURM_STATES, Job
+from portal.servers.models import NotebookServer
 
 # Energy is power integrated over the time between two samples of a GPU; a longer gap than this
 # (the sampler stopped, pushes lost) counts nothing rather than a guess.
@@ -43,16 +45,33 @@ def gpu_samples_record(*, job_id: int, samples: Sequence[GpuSample], now: dateti
            .only("pk", "submitted_at").first())
     if job is None:
         return False
-    since = job.submitted_at.timestamp() - 60
-    kept = sorted((s for s in samples if s.t >= since), key=lambda s: (s.t, s.gpu))
+    return _record({"job_id": job_id}, since=job.submitted_at, samples=samples)
+
+
+def session_gpu_samples_record(*, server_id: int, samples: Sequence[GpuSample],
+                               now: datetime | None = None) -> bool:
+    """The same for a notebook session: False when the session does not exist or ended more than
+    GPU_REPORT_GRACE_MINUTES ago; samples from before it was asked for are ignored."""
+    now = now or timezone.now()
+    grace = now - timedelta(minutes=settings.GPU_REPORT_GRACE_MINUTES)
+    server = (NotebookServer.objects.filter(pk=server_id)
+              .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=grace)).only("pk", "created_at").first())
+    if server is None:
+        return False
+    return _record({"session_id": server_id}, since=server.created_at, samples=samples)
+
+
+def _record(owner: dict[str, int], *, since: datetime, samples: Sequence[GpuSample]) -> bool:
+    earliest = since.timestamp() - 60
+    kept = sorted((s for s in samples if s.t >= earliest), key=lambda s: (s.t, s.gpu))
     if not kept:
         return False
     with transaction.atomic():
-        GpuSummary.objects.get_or_create(job_id=job_id)
-        summary = GpuSummary.objects.select_for_update().get(job_id=job_id)  # one push at a time
+        GpuSummary.objects.get_or_create(**owner)
+        summary = GpuSummary.objects.select_for_update().get(**owner)  # one push at a time
         _summary_add(summary, kept)
         summary.save()
-        _points_add(job_id, kept)
+        _points_add(owner, kept)
     return True
 
 
@@ -79,18 +98,18 @@ def _summary_add(summary: GpuSummary, samples: Sequence[GpuSample]) -> None:
     summary.last = last
 
 
-def _points_add(job_id: int, samples: Sequence[GpuSample]) -> None:
+def _points_add(owner: dict[str, int], samples: Sequence[GpuSample]) -> None:
     by_key: dict[tuple[datetime, int], list[GpuSample]] = defaultdict(list)
     for s in samples:
         minute = datetime.fromtimestamp(s.t - s.t % 60, tz=UTC)
         by_key[(minute, s.gpu)].append(s)
     existing = {(p.minute, p.gpu): p for p in GpuPoint.objects.filter(
-        job_id=job_id, minute__in={minute for minute, _ in by_key})}
+        **owner, minute__in={minute for minute, _ in by_key})}
     changed, created = [], []
     for (minute, gpu), group in by_key.items():
         point = existing.get((minute, gpu))
         if point is None:
-            point = GpuPoint(job_id=job_id, minute=minute, gpu=gpu, util_max=None, mem_used_max_mib=None)
+            point = GpuPoint(**owner, minute=minute, gpu=gpu, util_max=None, mem_used_max_mib=None)
             created.append(point)
         else:
             changed.append(point)
@@ -110,7 +129,7 @@ def _points_add(job_id: int, samples: Sequence[GpuSample]) -> None:
     GpuPoint.objects.bulk_update(changed, ["samples", "util_sum", "util_count", "util_max", "mem_util_sum",
                                            "mem_util_count", "mem_used_max_mib", "power_sum", "power_count"])
     GpuPoint.objects.bulk_create(created)
-    points = GpuPoint.objects.filter(job_id=job_id)
+    points = GpuPoint.objects.filter(**owner)
     extra = points.count() - settings.GPU_POINTS_PER_JOB
     if extra > 0:
         oldest = list(points.order_by("minute", "gpu").values_list("pk", flat=True)[:extra])

@@ -82,7 +82,7 @@ class GpuSampleSerializer(serializers.Serializer):
 
 
 class GpuReportSerializer(serializers.Serializer):
-    """A job's GPU sampler pushing what it read (templates/jobs/_common/gpu_sampler.py)."""
+    """A job's or a session's GPU sampler pushing what it read (templates/jobs/_common/gpu_sampler.py)."""
 
     event = serializers.ChoiceField(choices=["gpu"], help_text="gpu: a batch of GPU samples")
     samples = serializers.ListField(child=GpuSampleSerializer(), min_length=1, help_text=(
@@ -100,5 +100,6 @@ class GpuReportSerializer(serializers.Serializer):
 
 
 class GpuReportResultSerializer(serializers.Serializer):
-    applied = serializers.BooleanField(help_text="False: a job that ended a while ago, or not a job")
+    applied = serializers.BooleanField(help_text="False: a job or session that ended a while ago, "
+                                                 "or a web app")
     interval_seconds = serializers.IntegerField(help_text="How often the sampler should read its GPUs")

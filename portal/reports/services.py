@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from portal.core.report_tokens import ReportKind
-from portal.gpus.services import GpuSample, gpu_samples_record
+from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting
 from portal.servers.hub import HubError
@@ -64,8 +64,12 @@ def report_apply(*, kind: ReportKind, pk: int, report: Report) -> bool:
 
 
 def gpu_report_apply(*, kind: ReportKind, pk: int, samples: list[GpuSample]) -> bool:
-    """A job's GPU samples (event `gpu`); False for anything but a job (sessions do not sample yet)."""
-    return kind == "job" and gpu_samples_record(job_id=pk, samples=samples)
+    """GPU samples (event `gpu`) of the job or the session the token names; False for a web app."""
+    if kind == "job":
+        return gpu_samples_record(job_id=pk, samples=samples)
+    if kind == "session":
+        return session_gpu_samples_record(server_id=pk, samples=samples)
+    return False
 
 
 def job_report_apply(*, job_id: int, report: Report) -> bool:
