@@ -39,7 +39,7 @@ class ReportApi(APIView):
         description="Sent by the job script itself (templates/jobs/_common/report.sh) with its own "
                     "token, `Authorization: Report <token>`; `queued` by the hub's spawner with the "
                     "session's token while its job waits. Idempotent: a repeat or a late report "
-                    "answers `applied: false` and changes nothing. `gpu`: the job's GPU sampler "
+                    "answers `applied: false` and changes nothing. `gpu`: a job's or a session's GPU sampler "
                     "(templates/jobs/_common/gpu_sampler.py) pushing a batch of nvidia-smi readings; "
                     "the answer's `interval_seconds` says how often to read.",
     )
