@@ -20,6 +20,9 @@ from slurm.parsing import format_duration
 
 _BODY = """set -uo pipefail
 echo "gpuportal app {uuid} ({name}, Slurm job ${{SLURM_JOB_ID:-?}}) on $(hostname) at $(date -Is)"
+# The job's own folder holds its log; the app starts in its owner's home (forms say "relative to
+# your home", and an empty folder means the home).
+cd "$HOME"
 {activation}exec {python} {runner} serve -- bash -c {command}
 """
 

@@ -330,6 +330,21 @@ def test_the_script_quotes_a_hostile_command_and_folder(tmp_path, settings):
     assert not (tmp_path / "pwned").exists()
 
 
+def test_an_app_starts_in_its_owners_home(tmp_path, settings):
+    """Its job runs in ~/gpuportal/jobs (where its log goes); VS Code's `.` and a web app's `cd .`
+    must be the home the forms speak of."""
+    app = _app(type=_type("vscode"), state=AppState.QUEUED, parameters={"folder": ""})
+    cwd = tmp_path / "cwd.py"
+    cwd.write_text("import os\nprint(os.getcwd())\n")
+    settings.APPS_PYTHON, settings.APPS_RUNNER = sys.executable, str(cwd)
+    home = tmp_path / "home"
+    home.mkdir()
+    _, script = _script(app)
+    ran = subprocess.run(["bash"], input=script, text=True, capture_output=True, check=True, cwd=tmp_path,
+                         env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    assert ran.stdout.splitlines()[-1] == str(home)
+
+
 def test_a_multiline_command_stays_inside_its_quotes(tmp_path, settings):
     multiline = "echo one\n#SBATCH --uid=0\n'\nexit 3"
     app = _app(type=_type("web-app"), state=AppState.QUEUED,
