@@ -43,7 +43,6 @@ logger = logging.getLogger(__name__)
 State = AppState
 LOG_TAIL_BYTES = 2048
 LOG_TAIL_LINES = 12
-ACCESS_THROTTLE = timedelta(seconds=30)
 
 
 def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None = None,
@@ -207,14 +206,6 @@ def _poll_soon() -> None:
         current_app.tasks["portal.poll.tasks.poll_cycle_soon"].delay()
     except Exception as error:  # any broker failure means "the next tick", never a 5xx
         logger.warning("could not ask for an early poll cycle: %s", error)
-
-
-def app_touch(*, app: App) -> None:
-    """Note a request through the gateway (at most one write per ACCESS_THROTTLE)."""
-    now = timezone.now()
-    if app.last_access is None or now - app.last_access > ACCESS_THROTTLE:
-        App.objects.filter(pk=app.pk).update(last_access=now)
-        app.last_access = now
 
 
 def apps_follow(*, slurm: Slurm | None = None) -> None:
