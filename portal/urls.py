@@ -51,6 +51,7 @@ urlpatterns = [
     path("extensions/", include("portal.extensions.urls")),
     path("launches/", include("portal.launches.urls")),
     path("notifications/", include("portal.notifications.urls")),
+    path("gpus/", include("portal.gpus.urls")),
     path("", include("portal.benchmarks.urls")),
     path("oauth/", include("portal.accounts.oauth_urls")),
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),

@@ -1,19 +1,29 @@
-"""The GPU figures on a job's page: each GPU's last sample, the job's summary and a small chart of
-utilisation per minute (portal.gpus.selectors; read from the database only)."""
+"""The GPU figures on a job's page and on a session's card: each GPU's last sample, the summary and
+a sparkline of utilisation per minute (portal.gpus.selectors; read from the database only)."""
 
 from typing import Any
 
 from django import template
 
-from portal.gpus.selectors import job_gpu_chart, job_gpu_figures
+from portal.gpus.selectors import job_gpu_chart, job_gpu_figures, session_card_gpus
 from portal.jobs.models import Job
+from portal.servers.selectors import ServerCard
 
 register = template.Library()
 
 
 @register.inclusion_tag("gpus/_job_gpus.html", takes_context=True)
 def job_gpus(context: dict, job: Job) -> dict[str, Any]:
-    """Nothing when the job has no samples; the chart scripts only when the page has none yet."""
+    """Nothing for a job without GPUs, nor for an ended one without samples; a running job's card
+    refreshes itself (gpus/live.js, from gpus:job-card); the chart scripts only when the page has
+    none yet."""
     figures = job_gpu_figures(job=job)
-    return {"figures": figures, "chart": job_gpu_chart(series=figures["series"]),
-            "scripts_loaded": bool(context.get("metrics_chart"))}
+    return {"job": job, "figures": figures, "chart": job_gpu_chart(series=figures["series"]),
+            "live": job.gpus > 0 and not job.is_terminal,
+            "fragment": context.get("fragment", False),
+            "scripts_loaded": bool(context.get("metrics_chart")) or context.get("fragment", False)}
+
+
+@register.simple_tag(takes_context=True)
+def session_gpus(context: dict, card: ServerCard) -> dict[str, Any] | None:
+    return session_card_gpus(user=context["user"], name=card.name)

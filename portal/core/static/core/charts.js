@@ -1,6 +1,7 @@
 // Renders every <figure data-chart="SPEC-ID"> from the Vega-Lite spec in <script id="SPEC-ID">.
 // vega-embed's menu saves the chart as PNG or SVG; the CSV link saves the spec's own rows, so the
-// figure and its numbers always come from the same data.
+// figure and its numbers always come from the same data. A figure with data-actions="false" (a
+// sparkline) has neither. Pages that swap in fresh HTML render its charts with portalCharts.render.
 (function () {
   function toCsv(rows) {
     if (!rows.length) return "";
@@ -19,10 +20,13 @@
     const spec = JSON.parse(document.getElementById(figure.dataset.chart).textContent);
     const view = figure.querySelector(".chart-view");
     // ast: Vega's expressions run in vega-embed's interpreter, not eval (the pages' CSP has no 'unsafe-eval').
-    vegaEmbed(view, spec, { ast: true, actions: { export: true, source: false, compiled: false, editor: false } })
+    const actions = figure.dataset.actions === "false" ? false :
+      { export: true, source: false, compiled: false, editor: false };
+    vegaEmbed(view, spec, { ast: true, actions: actions })
       .then(() => figure.setAttribute("data-rendered", "true"))
       .catch((err) => { view.textContent = "Chart failed to render: " + err; });
     const link = figure.querySelector(".chart-csv");
+    if (!link) return;
     link.addEventListener("click", (event) => {
       event.preventDefault();
       const blob = new Blob([toCsv(rowsOf(spec))], { type: "text/csv" });
@@ -33,5 +37,7 @@
       URL.revokeObjectURL(a.href);
     });
   }
-  document.addEventListener("DOMContentLoaded", () => document.querySelectorAll("figure[data-chart]").forEach(render));
+  const renderAll = (root) => root.querySelectorAll("figure[data-chart]").forEach(render);
+  window.portalCharts = { render: renderAll };
+  document.addEventListener("DOMContentLoaded", () => renderAll(document));
 })();

@@ -1,9 +1,18 @@
 // The servers page without reloads: while a card is on its way (queued, starting, stopping), fetch
-// the cards every 2 s and swap them in; a profile button fills the form with its values.
+// the cards every 2 s and swap them in, and every 5 s while a running session shows its GPUs (their
+// figures and sparkline, gpus/_session_gpus.html); a profile button fills the form with its values.
 (function () {
   "use strict";
   const root = document.getElementById("servers");
   const INTERVAL = 2000;
+  const GPU_EVERY = 5000;
+  // The HTML each part last came with: rendered charts change the page's own, so compare with this.
+  const seen = {};
+  for (const id of ["active-cards", "recent-sessions"]) {
+    const part = document.getElementById(id);
+    if (part) seen[id] = part.innerHTML;
+  }
+  let lastFetch = 0;
 
   function swap(html) {
     const fresh = new DOMParser().parseFromString(html, "text/html");
@@ -12,7 +21,11 @@
       const next = fresh.getElementById(id);
       if (!current || !next) continue;
       if (id === "recent-sessions" && current.open) next.open = true;
-      if (current.innerHTML !== next.innerHTML) current.replaceWith(next);
+      if (seen[id] !== next.innerHTML) {
+        seen[id] = next.innerHTML;
+        current.replaceWith(next);
+        if (window.portalCharts) window.portalCharts.render(next);
+      }
     }
   }
 
@@ -21,8 +34,13 @@
     return cards && cards.dataset.moving === "true";
   }
 
+  function gpusLive() {
+    return document.querySelector('#active-cards [data-gpu-live="true"]') !== null;
+  }
+
   async function poll() {
-    if (moving()) {
+    if (moving() || (gpusLive() && Date.now() - lastFetch >= GPU_EVERY)) {
+      lastFetch = Date.now();
       try {
         const response = await fetch(root.dataset.cardsUrl, {credentials: "same-origin"});
         if (response.ok) swap(await response.text());
