@@ -10,6 +10,7 @@ from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal.core.converters import IdConverter
+from portal.metrics.views import metrics_view
 from portal.poll.views import timing_view
 
 register_converter(IdConverter, "id")
@@ -61,6 +62,8 @@ urlpatterns = [
     # The split view serves Swagger UI's settings as a script file: the page has no inline script (CSP).
     path("api/docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
          name="api-docs"),
+    # Prometheus' default metrics_path, without a slash.
+    path("metrics", metrics_view, name="metrics"),
     path("docs/", docs_view, name="docs"),
     path("docs/<path:path>", docs_view, name="docs-page"),
 ]

@@ -50,9 +50,12 @@ INSTALLED_APPS = [
     "portal.notifications",
     "portal.reports",
     "portal.gpus",
+    "portal.metrics",
 ]
 
 MIDDLEWARE = [
+    # Outermost: counts and times every request (portal.metrics, GET /metrics).
+    "portal.metrics.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Outermost but one: every page gets the policy, error pages included.
     "portal.core.csp.ContentSecurityPolicyMiddleware",
@@ -400,6 +403,15 @@ GPU_SAMPLE_SECONDS = env.int("GPU_SAMPLE_SECONDS", default=15)  # told to the sa
 GPU_SAMPLES_PER_REPORT = env.int("GPU_SAMPLES_PER_REPORT", default=1000)  # more: 413
 GPU_POINTS_PER_JOB = env.int("GPU_POINTS_PER_JOB", default=2000)  # 1-minute points; the oldest go
 GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # late samples of an ended job
+
+# --- Prometheus metrics (portal.metrics, GET /metrics; docs/admin/metrics.md) ---
+# GPU gauges are computed at scrape time over this many minutes of the samplers' 1-minute points.
+METRICS_GPU_WINDOW_MINUTES = env.int("METRICS_GPU_WINDOW_MINUTES", default=5)
+# A sampled GPU whose mean utilisation over that window is at least this counts as busy.
+METRICS_GPU_BUSY_PERCENT = env.float("METRICS_GPU_BUSY_PERCENT", default=5.0)
+# Request and task counters every process adds to (portal.metrics.store): the cache's Redis by default.
+METRICS_REDIS_URL = env("METRICS_REDIS_URL", default=CACHES["default"]["LOCATION"])
+METRICS_KEY_PREFIX = env("METRICS_KEY_PREFIX", default="gpuportal:metrics")
 
 # --- Batch jobs (portal.jobs) ---
 # One folder per template (template.toml + script.sh.j2); checked at startup.

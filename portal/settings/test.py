@@ -20,3 +20,5 @@ API_THROTTLE_RATES = dict.fromkeys(API_THROTTLE_RATES, "100000/min")  # noqa: F4
 # Never the policy file of `make up`'s hub: one per test process.
 POLICY_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/policy.json"  # noqa: S108
 SERVERS_QUEUE_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/queue.json"  # noqa: S108
+# Request and task counters of this test process's own (portal.metrics.store).
+METRICS_KEY_PREFIX = f"test-{os.getpid()}:metrics"
