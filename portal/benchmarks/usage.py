@@ -44,7 +44,8 @@ class UsageQuery:
     username: str | None = None  # admins: one user
 
 
-def usage_rows(*, user: User, query: UsageQuery) -> list[dict[str, Any]]:
+def usage_range(query: UsageQuery) -> tuple[datetime, datetime]:
+    """[since, until): by default the last 12 weeks (by week) or year (by month)."""
     until = query.until or timezone.now()
     span = timedelta(weeks=12) if query.period == "week" else timedelta(days=366)
     try:
@@ -55,6 +56,11 @@ def usage_rows(*, user: User, query: UsageQuery) -> list[dict[str, Any]]:
         raise InvalidInput({"since": ["Must be before `until`."]})
     if until - since > MAX_RANGE:
         raise InvalidInput({"since": ["At most three years at once."]})
+    return since, until
+
+
+def usage_rows(*, user: User, query: UsageQuery) -> list[dict[str, Any]]:
+    since, until = usage_range(query)
     jobs = Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until)
     if not user.is_staff:
         jobs = jobs.filter(user=user)

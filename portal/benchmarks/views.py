@@ -32,9 +32,10 @@ from portal.benchmarks.selectors import (
 )
 from portal.benchmarks.serializers import ContextSerializer
 from portal.benchmarks.services import reference_for, result_import
-from portal.benchmarks.usage import UsageQuery, usage_chart, usage_csv, usage_rows
+from portal.benchmarks.usage import UsageQuery, usage_chart, usage_csv, usage_range, usage_rows
 from portal.core.converters import id_or_none
 from portal.core.errors import Forbidden, InvalidInput
+from portal.gpus.efficiency import gpu_efficiency_csv, gpu_efficiency_rows
 
 PAGE_SIZE = 50
 CHART_KINDS = {
@@ -427,4 +428,16 @@ def usage_csv_view(request: HttpRequest) -> HttpResponse:
     rows = usage_rows(user=request.user, query=_usage_query(request))
     response = HttpResponse(usage_csv(rows), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="usage.csv"'
+    return response
+
+
+@login_required
+def usage_gpus_csv_view(request: HttpRequest) -> HttpResponse:
+    """/usage/'s GPU efficiency table (portal.gpus.efficiency) as CSV, for the same query."""
+    usage = _usage_query(request)
+    since, until = usage_range(usage)
+    rows = gpu_efficiency_rows(user=request.user, since=since, until=until, group_by=usage.group_by,
+                               username=usage.username)
+    response = HttpResponse(gpu_efficiency_csv(rows), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="gpu-efficiency.csv"'
     return response
