@@ -5,6 +5,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from portal.core.errors import Forbidden
+from portal.gpus.cluster import HEATMAP_DAYS, cluster_gpu_hours, cluster_gpus, cluster_heatmap_chart
 from portal.jobs.selectors import job_get
 
 
@@ -16,3 +18,14 @@ def job_card_view(request: HttpRequest, job_id: int) -> HttpResponse:
     if job is None:
         raise Http404("No such job.")
     return render(request, "gpus/job_card.html", {"job": job, "fragment": True})
+
+
+@login_required
+@require_GET
+def cluster_view(request: HttpRequest) -> HttpResponse:
+    """Admins: every GPU by partition and node, what holds it now, and a heat map of the last days."""
+    if not request.user.is_staff:
+        raise Forbidden("Only admins see the whole cluster's GPUs.")
+    gpus = cluster_gpus()
+    chart = cluster_heatmap_chart(gpus=gpus, hours=cluster_gpu_hours())
+    return render(request, "gpus/cluster.html", {"gpus": gpus, "chart": chart, "days": HEATMAP_DAYS})
