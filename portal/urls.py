@@ -58,6 +58,8 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),
     path("admin/", admin.site.urls),
     path("api/v1/", include(("portal.api_urls", "api"))),
+    # MLflow's REST API (portal.tracking): MLFLOW_TRACKING_URI is the portal's address.
+    path("", include("portal.tracking.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's settings as a script file: the page has no inline script (CSP).
     path("api/docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),

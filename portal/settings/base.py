@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "portal.notifications",
     "portal.reports",
     "portal.gpus",
+    "portal.tracking",
     "portal.metrics",
 ]
 
@@ -403,6 +404,13 @@ GPU_SAMPLE_SECONDS = env.int("GPU_SAMPLE_SECONDS", default=15)  # told to the sa
 GPU_SAMPLES_PER_REPORT = env.int("GPU_SAMPLES_PER_REPORT", default=1000)  # more: 413
 GPU_POINTS_PER_JOB = env.int("GPU_POINTS_PER_JOB", default=2000)  # 1-minute points; the oldest go
 GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # late samples of an ended job
+
+# --- Experiment tracking (portal.tracking, MLflow's REST API at /api/2.0/mlflow/; docs/tracking.md) ---
+# Where each new experiment's artifacts go ({home}, {username}): the MLflow client writes them there
+# itself, as the user, so it must be a folder of theirs.
+TRACKING_ARTIFACT_ROOT = env("TRACKING_ARTIFACT_ROOT", default="{home}/gpuportal/mlruns")
+# A job's or session's tracking token (MLFLOW_TRACKING_TOKEN) still works this long after it ended.
+TRACKING_TOKEN_GRACE_SECONDS = env.int("TRACKING_TOKEN_GRACE_SECONDS", default=600)
 
 # --- Prometheus metrics (portal.metrics, GET /metrics; docs/admin/metrics.md) ---
 # GPU gauges are computed at scrape time over this many minutes of the samplers' 1-minute points.

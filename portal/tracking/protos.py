@@ -1,0 +1,54 @@
+"""The portal's tracking rows as MLflow's protobuf JSON (mlflow/protos/service.proto): field names in
+snake_case, int64 as numbers (as MLflow's message_to_json writes them), unset fields left out, and a
+NaN double as the string "NaN" (protobuf's JSON form, which the client parses back to NaN)."""
+
+import math
+from typing import Any
+
+from portal.tracking.models import Experiment, LatestMetric, Metric, Run
+
+
+def double(value: float) -> float | str:
+    return "NaN" if math.isnan(value) else value
+
+
+def experiment_json(experiment: Experiment) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "experiment_id": str(experiment.pk), "name": experiment.name,
+        "artifact_location": experiment.artifact_location,
+        "lifecycle_stage": experiment.lifecycle_stage,
+        "last_update_time": experiment.last_update_time, "creation_time": experiment.creation_time,
+    }
+    tags = [{"key": tag.key, "value": tag.value} for tag in experiment.tags.all()]
+    if tags:
+        body["tags"] = tags
+    return body
+
+
+def run_info_json(run: Run) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "run_id": run.run_id, "run_uuid": run.run_id, "run_name": run.run_name,
+        "experiment_id": str(run.experiment_id), "user_id": run.owner.username, "status": run.status,
+        "start_time": run.start_time, "artifact_uri": run.artifact_uri,
+        "lifecycle_stage": run.lifecycle_stage,
+    }
+    if run.end_time is not None:
+        info["end_time"] = run.end_time
+    return info
+
+
+def metric_json(metric: Metric | LatestMetric) -> dict[str, Any]:
+    return {"key": metric.key, "value": double(metric.value), "timestamp": metric.timestamp,
+            "step": metric.step}
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    """A run with its data: the latest value of each metric, its params and tags (prefetched)."""
+    data: dict[str, Any] = {}
+    metrics = [metric_json(metric) for metric in run.latest_metrics.all()]
+    params = [{"key": param.key, "value": param.value} for param in run.params.all()]
+    tags = [{"key": tag.key, "value": tag.value} for tag in run.tags.all()]
+    for name, items in (("metrics", metrics), ("params", params), ("tags", tags)):
+        if items:
+            data[name] = items
+    return {"info": run_info_json(run), "data": data, "inputs": {}}
