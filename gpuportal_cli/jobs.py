@@ -13,6 +13,7 @@ from gpuportal_cli.client import ApiError, Client, Exit
 from gpuportal_cli.config import ConfigError
 from gpuportal_cli.context import State, common_options, pass_state, wait_until
 from gpuportal_cli.output import duration, emit_json, err, fields, out, state_text, table, when
+from gpuportal_cli.waiting import waiting_show
 
 # States a job can still leave (the portal's ACTIVE_STATES); anything else is its final state.
 ACTIVE_STATES = ("QUEUED_IN_PORTAL", "PENDING", "RUNNING", "SUSPENDED")
@@ -227,6 +228,7 @@ def job(state: State, job_id: int, script: bool) -> None:
                     ("Nodes", "node_list"), ("Submitted", "submitted"), ("Started", "started"),
                     ("Ended", "ended"), ("Elapsed", "elapsed"), ("GPU-hours", "gpu_hours"),
                     ("Parameters", "parameters"), ("Stdout", "stdout_path"), ("Stderr", "stderr_path")])
+    waiting_show(detail.get("waiting"))
 
 
 @click.command()

@@ -11,6 +11,7 @@ from gpuportal_cli.client import ApiError, Client, Exit
 from gpuportal_cli.config import ConfigError
 from gpuportal_cli.context import State, common_options, pass_state, wait_until
 from gpuportal_cli.output import duration, emit_json, err, fields, out, state_text, table
+from gpuportal_cli.waiting import waiting_show
 
 SETTLED = ("ready", "ended")
 
@@ -29,6 +30,7 @@ def _show(card: dict[str, Any]) -> None:
                   ("GPUs", "gpus"), ("Nodes", "nodes"), ("Hours", "hours"), ("Environment", "environment"),
                   ("Slurm job", "job_id"), ("Node", "node"), ("Time left", "time_left"),
                   ("JupyterLab", "url"), ("Ended", "ended_at"), ("End reason", "end_reason")])
+    waiting_show(card.get("waiting"))
 
 
 @click.command()

@@ -46,6 +46,25 @@ class Slurm:
                                             parsing.squeue_format(delimiter)])
         return parsing.parse_squeue(output, delimiter)
 
+    def pending_starts(self) -> parsing.Parsed[parsing.PendingStart]:
+        """Every pending job, all users, with the scheduler's estimated start (one `squeue --start`)."""
+        delimiter = parsing.new_delimiter()
+        output = self.runner.run("squeue", ["--noheader", "--all", "--start", "-o",
+                                            parsing.squeue_start_format(delimiter)])
+        return parsing.parse_squeue_start(output, delimiter)
+
+    def priorities(self) -> parsing.Parsed[parsing.PriorityFactors]:
+        """Each pending job's priority and weighted factors, per partition, all users (one `sprio`)."""
+        delimiter = parsing.new_delimiter()
+        output = self.runner.run("sprio", ["--noheader", "-o", parsing.sprio_format(delimiter)])
+        return parsing.parse_sprio(output, delimiter)
+
+    def fair_shares(self) -> parsing.Parsed[parsing.FairShare]:
+        """Every association's fair share, all users (one `sshare`)."""
+        output = self.runner.run("sshare", ["--all", "--noheader", "--parsable2",
+                                            "--format", ",".join(parsing.SSHARE_FIELDS)])
+        return parsing.parse_sshare(output)
+
     def submit(self, *, script: str, user: str, comment: str,
                secrets: Mapping[str, str] | None = None,
                environment: Mapping[str, str] | None = None) -> str:

@@ -8,6 +8,7 @@ not at a newline. A row that still does not parse is skipped, logged and counted
 """
 
 import logging
+import math
 import re
 import secrets
 from collections.abc import Callable
@@ -320,3 +321,134 @@ def first_node(nodes: str) -> str:
     """First host of a Slurm host list: 'gpu[03-05,07],cpu1' -> 'gpu03'."""
     match = re.match(r"([^,\[]+)(?:\[([^\],-]+))?", nodes)
     return "" if match is None else match[1] + (match[2] or "")
+
+
+# --- Why pending jobs wait: `squeue --start`, `sprio` and `sshare`, each once per poll cycle ---
+
+
+@dataclass(frozen=True)
+class PendingStart:
+    """One `squeue --start` row: a pending job and when the scheduler expects to start it."""
+
+    job_id: str
+    partitions: tuple[str, ...]  # a job submitted to several ('gpu,debug') waits in each
+    user: str
+    account: str
+    priority: int
+    start_time: datetime | None  # None until the scheduler has an estimate ('N/A')
+    reason: str  # a code ('Resources'), or the scheduler's own words ('ReqNodeNotAvail, UnavailableNodes:n1')
+
+
+# Reason last: the scheduler's description of it may hold commas and spaces. No user text here.
+SQUEUE_START_FIELDS = ["%i", "%P", "%u", "%a", "%Q", "%S", "%r"]
+
+
+def squeue_start_format(delimiter: str) -> str:
+    return "".join(f"{field}{delimiter}" for field in SQUEUE_START_FIELDS)
+
+
+def _pending_start(values: list[str]) -> PendingStart:
+    job_id, partitions, user, account, priority, start, reason = values
+    return PendingStart(
+        job_id=job_id, partitions=tuple(part for part in partitions.split(",") if part), user=user,
+        account="" if account == "(null)" else account, priority=_count(priority),
+        start_time=parse_time(start), reason="" if reason == "None" else reason,
+    )
+
+
+def parse_squeue_start(output: str, delimiter: str) -> Parsed[PendingStart]:
+    return _parse(output, delimiter, len(SQUEUE_START_FIELDS), _pending_start, "squeue --start")
+
+
+@dataclass(frozen=True)
+class PriorityFactors:
+    """One `sprio` row: a pending job's priority in one partition and its weighted factors. sprio
+    lists only jobs that could start now (not held, not waiting for --begin or a dependency)."""
+
+    job_id: str
+    partition: str
+    user: str
+    total: int
+    age: int
+    fairshare: int
+    jobsize: int
+    partition_factor: int
+    qos: int
+
+
+# Weighted factors (upper case in sprio's format), as `sprio -l` prints them.
+SPRIO_FIELDS = ["%i", "%r", "%u", "%Y", "%A", "%F", "%J", "%P", "%Q"]
+
+
+def sprio_format(delimiter: str) -> str:
+    return "".join(f"{field}{delimiter}" for field in SPRIO_FIELDS)
+
+
+def _weight(text: str) -> int:
+    """A weighted factor: sprio prints whole numbers; rounded should a version print decimals."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"not a priority factor: {text!r}")
+    return round(value)
+
+
+def _priority_factors(values: list[str]) -> PriorityFactors:
+    job_id, partition, user, total, age, fairshare, jobsize, partition_factor, qos = values
+    return PriorityFactors(
+        job_id=job_id, partition=partition, user=user, total=_count(total), age=_weight(age),
+        fairshare=_weight(fairshare), jobsize=_weight(jobsize), partition_factor=_weight(partition_factor),
+        qos=_weight(qos),
+    )
+
+
+def parse_sprio(output: str, delimiter: str) -> Parsed[PriorityFactors]:
+    return _parse(output, delimiter, len(SPRIO_FIELDS), _priority_factors, "sprio")
+
+
+@dataclass(frozen=True)
+class FairShare:
+    """One `sshare` row: an association (an account, or a user in an account) and its fair share."""
+
+    account: str
+    user: str  # '' on an account's own row
+    raw_shares: int | None  # None: 'parent' (the user shares its account's)
+    norm_shares: float | None
+    raw_usage: int
+    effective_usage: float | None
+    fairshare: float | None  # the factor sprio weighs, 0..1 (1: little used lately); None on accounts
+
+
+SSHARE_FIELDS = ["Account", "User", "RawShares", "NormShares", "RawUsage", "EffectvUsage", "FairShare"]
+
+
+def _fraction(text: str) -> float | None:
+    """sshare's numbers: '' and 'inf' (nothing to compare with) read as None."""
+    if text in {"", "N/A"}:
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def parse_sshare(output: str) -> Parsed[FairShare]:
+    """Rows of `sshare --parsable2` ('|' between fields, none at the end). Account and user names
+    cannot hold '|' (sacctmgr refuses it), and nothing here is a job's free text."""
+    rows: list[FairShare] = []
+    malformed = 0
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        values = [value.strip() for value in line.split("|")]  # accounts are indented by depth
+        try:
+            if len(values) != len(SSHARE_FIELDS):
+                raise ValueError(f"expected {len(SSHARE_FIELDS)} fields, got {len(values)}")
+            account, user, raw_shares, norm_shares, raw_usage, effective_usage, fairshare = values
+            rows.append(FairShare(
+                account=account, user=user,
+                raw_shares=None if raw_shares in {"parent", ""} else _count(raw_shares),
+                norm_shares=_fraction(norm_shares), raw_usage=_count(raw_usage),
+                effective_usage=_fraction(effective_usage), fairshare=_fraction(fairshare),
+            ))
+        except ValueError as error:
+            malformed += 1
+            logger.warning("skipped a malformed sshare row (%s): %s", error, _excerpt(line))
+    return Parsed(rows=rows, malformed=malformed)

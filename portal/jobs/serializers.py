@@ -1,7 +1,10 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from portal.core import fields
-from portal.jobs.models import JobState
+from portal.jobs.models import Job, JobState
+from portal.waits.selectors import waiting_get
+from portal.waits.serializers import WaitingSerializer
 
 
 class PartitionLimitsSerializer(serializers.Serializer):
@@ -92,6 +95,13 @@ class JobDetailSerializer(JobSerializer):
     stdout_path = serializers.CharField()
     stderr_path = serializers.CharField()
     submit_attempts = serializers.IntegerField()
+    waiting = serializers.SerializerMethodField()
+
+    @extend_schema_field(WaitingSerializer(allow_null=True, help_text="Why it waits while Slurm holds it "
+                                                                      "pending; null otherwise"))
+    def get_waiting(self, job: Job) -> dict | None:
+        row = waiting_get(job_id=job.slurm_job_id) if job.state == JobState.PENDING else None
+        return None if row is None else WaitingSerializer(row).data
 
 
 class JobLogInputSerializer(serializers.Serializer):

@@ -27,6 +27,7 @@ from portal.servers.services import (
     servers_queue_timeout,
     servers_spawn_retry,
 )
+from portal.waits.services import waits_refresh
 from portal.webapps.services import APPS_WORK, apps_follow
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
@@ -45,6 +46,7 @@ class CycleReport:
     servers_ended: int = 0
     servers_cancelled: int = 0
     sacct_calls: int = 0
+    waiting: int = 0  # pending jobs whose why-waiting rows this cycle wrote
     inactive: InactiveWorkReport | None = None  # the work of deprovisioned users it ended
 
 
@@ -74,6 +76,8 @@ def _cycle(slurm: Slurm) -> CycleReport:
     report.inactive = inactive
     # After the queue is followed: a server Slurm started this cycle is not cancelled.
     report.servers_cancelled = servers_queue_timeout(now=status.checked_at)
+    # One squeue --start, sprio and sshare for everybody, and only when something is pending.
+    report.waiting = waits_refresh(queue=queue, slurm=slurm, now=status.checked_at)
     return report
 
 

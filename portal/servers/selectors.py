@@ -19,6 +19,8 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.cluster.models import PollStatus, SlurmJob
 from portal.servers.models import NotebookServer
+from portal.waits.models import Waiting
+from portal.waits.selectors import waiting_by_job, waiting_get
 
 RECENTLY_ENDED = timedelta(days=1)
 RECENT_PAGE_SIZE = 10
@@ -83,6 +85,7 @@ class ServerCard:
     first_connect_at: datetime | None
     pending_reasons: list
     freshness: Freshness
+    waiting: Waiting | None = None  # why its job waits, while Slurm holds it pending (portal.waits)
 
     @property
     def status(self) -> str:
@@ -146,13 +149,20 @@ def _cards(rows: list[NotebookServer], freshness: Freshness) -> list[ServerCard]
     now = timezone.now()
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[row.job_id for row in rows if row.job_id and row.ended_at is None])}
-    return [_card(row, jobs.get(row.job_id), now, freshness) for row in rows]
+    waiting = waiting_by_job(job_ids=[row.job_id for row in rows if _may_wait(row)])
+    return [_card(row, jobs.get(row.job_id), now, freshness, waiting.get(row.job_id)) for row in rows]
 
 
 def server_card(*, server: NotebookServer, freshness: Freshness | None = None) -> ServerCard:
     """The card of one server, ended long ago or not (an idempotent replay may ask for any)."""
     job = SlurmJob.objects.filter(job_id=server.job_id).first() if server.job_id else None
-    return _card(server, job, timezone.now(), freshness or sessions_freshness())
+    waiting = waiting_get(job_id=server.job_id) if _may_wait(server) else None
+    return _card(server, job, timezone.now(), freshness or sessions_freshness(), waiting)
+
+
+def _may_wait(row: NotebookServer) -> bool:
+    """Its job may be pending: submitted, neither started nor ended."""
+    return bool(row.job_id) and row.ended_at is None and row.started_at is None
 
 
 def server_get(*, user: User, name: str) -> NotebookServer | None:
@@ -170,7 +180,8 @@ def _state(row: NotebookServer) -> str:
     return "queued" if row.queued_at is not None and row.started_at is None else "starting"
 
 
-def _card(row: NotebookServer, job: SlurmJob | None, now: datetime, freshness: Freshness) -> ServerCard:
+def _card(row: NotebookServer, job: SlurmJob | None, now: datetime, freshness: Freshness,
+          waiting: Waiting | None = None) -> ServerCard:
     state = _state(row)
     active = row.ended_at is None
     job_running = job is not None and job.state == "RUNNING"
@@ -194,7 +205,7 @@ def _card(row: NotebookServer, job: SlurmJob | None, now: datetime, freshness: F
         end_reason=row.get_end_reason_display() if row.end_reason else "", end_detail=row.end_detail,
         queue_timeout_minutes=row.queue_timeout_minutes, hub_accepted_at=row.hub_accepted_at,
         started_at=row.started_at, ready_at=row.ready_at, first_connect_at=row.first_connect_at,
-        pending_reasons=list(row.pending_reasons or []), freshness=freshness,
+        pending_reasons=list(row.pending_reasons or []), freshness=freshness, waiting=waiting,
     )
 
 

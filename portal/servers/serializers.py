@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from portal.core import fields
 from portal.policy.rules import SERVER_NAME, SERVER_NAME_RULE
+from portal.waits.serializers import WaitingSerializer
 
 
 class SessionSerializer(serializers.Serializer):
@@ -42,6 +43,8 @@ class SessionSerializer(serializers.Serializer):
                                    "Slurm; null before both answered once")
     stale_reason = serializers.CharField(help_text="Why it is stale, e.g. 'the hub is not answering'; "
                                                    "empty when it is not")
+    waiting = WaitingSerializer(allow_null=True, help_text="Why its job waits while Slurm holds it pending; "
+                                                           "null otherwise")
 
     def get_time_left_seconds(self, card: object) -> int | None:
         return None if card.time_left is None else int(card.time_left.total_seconds())

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "portal.gpus",
     "portal.tracking",
     "portal.metrics",
+    "portal.waits",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,43 @@
+from django.db import models
+
+from portal.waits.reasons import reason_text
+
+
+class Waiting(models.Model):
+    """Why one pending Slurm job waits, as of the last poll cycle: one row per job Slurm holds
+    pending (anybody's: the position counts them all), replaced every cycle, gone once it left
+    pending. Jobs, sessions and apps find theirs by Slurm job id."""
+
+    job_id = models.CharField(max_length=32, primary_key=True)
+    user = models.CharField(max_length=64)
+    account = models.CharField(max_length=64, blank=True)
+    partition = models.CharField(max_length=64, help_text="Where it ranks best, of those it asked for")
+    reason = models.CharField(max_length=500, blank=True, help_text="As squeue prints it")
+    estimated_start = models.DateTimeField(null=True, blank=True, help_text="squeue --start; null: not known")
+    position = models.PositiveIntegerField(
+        null=True, blank=True, help_text="1 = next of the partition's jobs that may start now, by priority")
+    pending_in_partition = models.PositiveIntegerField(null=True, blank=True)
+    # sprio's weighted factors; null where sprio lists no such job (held, --begin, dependency).
+    priority_total = models.PositiveBigIntegerField(null=True, blank=True)
+    priority_age = models.PositiveBigIntegerField(null=True, blank=True)
+    priority_fairshare = models.PositiveBigIntegerField(null=True, blank=True)
+    priority_jobsize = models.PositiveBigIntegerField(null=True, blank=True)
+    priority_partition = models.PositiveBigIntegerField(null=True, blank=True)
+    priority_qos = models.PositiveBigIntegerField(null=True, blank=True)
+    fairshare = models.FloatField(null=True, blank=True, help_text="sshare's FairShare of its association")
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.job_id} ({self.reason or 'pending'})"
+
+    @property
+    def reason_text(self) -> str:
+        return reason_text(self.reason)
+
+    @property
+    def priority(self) -> dict[str, int] | None:
+        if self.priority_total is None:
+            return None
+        return {"age": self.priority_age, "fairshare": self.priority_fairshare,
+                "jobsize": self.priority_jobsize, "partition": self.priority_partition,
+                "qos": self.priority_qos, "total": self.priority_total}

@@ -1,0 +1,76 @@
+"""The poll cycle's look at why pending jobs wait: one `squeue --start`, one `sprio` and one
+`sshare` for everybody, and only in a cycle whose queue holds a pending job, so a cluster with
+nothing waiting costs no RPC more and the cost never grows with the number of users."""
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import transaction
+
+from portal.waits.models import Waiting
+from slurm import states as slurm_states
+from slurm.adapter import Slurm
+from slurm.errors import SlurmError
+from slurm.parsing import FairShare, PendingStart, PriorityFactors, QueuedJob
+
+logger = logging.getLogger(__name__)
+
+
+def waits_refresh(*, queue: list[QueuedJob], slurm: Slurm, now: datetime) -> int:
+    """Replace the rows with this cycle's; returns how many. If Slurm fails, the last cycle's rows
+    stay (their `updated_at` says how old), less those of jobs this queue no longer has pending."""
+    pending = [row.job_id for row in queue if slurm_states.base_state(row.state) in slurm_states.PENDING]
+    if not pending:
+        Waiting.objects.all().delete()
+        return 0
+    try:
+        starts = slurm.pending_starts().rows
+        factors = slurm.priorities().rows
+        shares = slurm.fair_shares().rows
+    except SlurmError as error:
+        logger.warning("why-waiting not refreshed, Slurm failed: %s", error.message)
+        Waiting.objects.exclude(job_id__in=pending).delete()
+        return 0
+    rows = waiting_rows(starts=starts, factors=factors, shares=shares, now=now)
+    with transaction.atomic():
+        Waiting.objects.all().delete()
+        Waiting.objects.bulk_create(rows)
+    return len(rows)
+
+
+def waiting_rows(*, starts: Sequence[PendingStart], factors: Sequence[PriorityFactors],
+                 shares: Sequence[FairShare], now: datetime) -> list[Waiting]:
+    """One row per pending job. Its position: among the jobs sprio lists for a partition (those that
+    may start now), by priority, highest first, then by job id as Slurm breaks ties; a job waiting in
+    several partitions gets the one where it ranks best, with that partition's factors."""
+    ranked: dict[str, list[PriorityFactors]] = defaultdict(list)
+    for factor in factors:
+        ranked[factor.partition].append(factor)
+    places: dict[tuple[str, str], tuple[int, int, PriorityFactors]] = {}
+    for partition, rows in ranked.items():
+        rows.sort(key=lambda row: (-row.total, _job_order(row.job_id)))
+        for place, row in enumerate(rows, start=1):
+            places[(row.job_id, partition)] = (place, len(rows), row)
+    fairshare = {(share.account, share.user): share.fairshare for share in shares if share.user}
+    result = []
+    for start in starts:
+        found = [places[(start.job_id, part)] for part in start.partitions if (start.job_id, part) in places]
+        place, count, factor = min(found, key=lambda item: item[0]) if found else (None, None, None)
+        result.append(Waiting(
+            job_id=start.job_id, user=start.user, account=start.account,
+            partition=factor.partition if factor else ",".join(start.partitions), reason=start.reason[:500],
+            estimated_start=start.start_time, position=place, pending_in_partition=count,
+            priority_total=factor and factor.total, priority_age=factor and factor.age,
+            priority_fairshare=factor and factor.fairshare, priority_jobsize=factor and factor.jobsize,
+            priority_partition=factor and factor.partition_factor, priority_qos=factor and factor.qos,
+            fairshare=fairshare.get((start.account, start.user)), updated_at=now,
+        ))
+    return result
+
+
+def _job_order(job_id: str) -> tuple[int, str]:
+    """'123' before '1000'; an array's '123_[4-9]' by its number."""
+    number = job_id.split("_", 1)[0]
+    return (int(number), job_id) if number.isdigit() else (0, job_id)
