@@ -12,6 +12,7 @@ from gpuportal_cli import __version__, config
 from gpuportal_cli.client import EXIT_CODES_HELP, ApiError, Client, Exit
 from gpuportal_cli.context import State, common_options, pass_state
 from gpuportal_cli.extras import benchmarks, tensorboard
+from gpuportal_cli.gpus import gpu
 from gpuportal_cli.jobs import cancel, job, jobs, logs, submit, templates
 from gpuportal_cli.output import emit_json, err, error, fields, out
 from gpuportal_cli.sessions import environments, open_, session, sessions
@@ -132,6 +133,6 @@ def whoami(state: State) -> None:
         out.print(f"Portal: {state.settings().url}", markup=False)
 
 
-for command in (templates, submit, jobs, job, logs, cancel, sessions, session, open_, environments,
+for command in (templates, submit, jobs, job, logs, cancel, sessions, session, open_, environments, gpu,
                 tensorboard, benchmarks):
     app.add_command(command)

@@ -2,8 +2,8 @@
 servers, then jobs and notebook servers follow that same queue, and at most one `sacct` answers for
 what left it.
 
-This module sits above the apps it orchestrates (cluster, jobs, servers, web apps, pulls); none
-of them imports it.
+This module sits above the apps it orchestrates (cluster, jobs, servers, web apps, pulls, idle
+GPUs); none of them imports it.
 """
 
 import logging
@@ -15,6 +15,7 @@ from portal.cluster.services import cluster_refresh
 from portal.containers.pulls import pulls_apply_accounting, pulls_apply_queue
 from portal.core.locks import advisory_lock
 from portal.core.slurm_work import Unsettled, work_apply_accounting, work_apply_queue
+from portal.gpus.idle import IdleReport, idle_gpus_follow
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
@@ -48,6 +49,7 @@ class CycleReport:
     sacct_calls: int = 0
     waiting: int = 0  # pending jobs whose why-waiting rows this cycle wrote
     inactive: InactiveWorkReport | None = None  # the work of deprovisioned users it ended
+    idle: IdleReport | None = None  # sessions warned or stopped, jobs flagged, for idle GPUs
 
 
 def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
@@ -76,6 +78,8 @@ def _cycle(slurm: Slurm) -> CycleReport:
     report.inactive = inactive
     # After the queue is followed: a server Slurm started this cycle is not cancelled.
     report.servers_cancelled = servers_queue_timeout(now=status.checked_at)
+    # From the database alone: the GPU samples and Jupyter activity the jobs pushed themselves.
+    report.idle = idle_gpus_follow(slurm=slurm)
     # One squeue --start, sprio and sshare for everybody, and only when something is pending.
     report.waiting = waits_refresh(queue=queue, slurm=slurm, now=status.checked_at)
     return report

@@ -405,6 +405,14 @@ GPU_SAMPLE_SECONDS = env.int("GPU_SAMPLE_SECONDS", default=15)  # told to the sa
 GPU_SAMPLES_PER_REPORT = env.int("GPU_SAMPLES_PER_REPORT", default=1000)  # more: 413
 GPU_POINTS_PER_JOB = env.int("GPU_POINTS_PER_JOB", default=2000)  # 1-minute points; the oldest go
 GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # late samples of an ended job
+# Idle GPUs (portal.gpus.idle): the defaults under the admin's IdlePolicy rows. A session whose GPUs all
+# stay under IDLE_GPUS_UTIL_PERCENT for IDLE_GPUS_WINDOW_MINUTES, with no kernel busy and no terminal
+# command running, is warned, and stopped IDLE_GPUS_GRACE_MINUTES later; batch jobs are only flagged.
+IDLE_GPUS_ENABLED = env.bool("IDLE_GPUS_ENABLED", default=True)
+IDLE_GPUS_UTIL_PERCENT = env.float("IDLE_GPUS_UTIL_PERCENT", default=5.0)
+IDLE_GPUS_WINDOW_MINUTES = env.float("IDLE_GPUS_WINDOW_MINUTES", default=30.0)
+IDLE_GPUS_GRACE_MINUTES = env.float("IDLE_GPUS_GRACE_MINUTES", default=15.0)
+IDLE_GPUS_EMAIL = env.bool("IDLE_GPUS_EMAIL", default=False)  # also mail the warning to its owner
 
 # --- Experiment tracking (portal.tracking, MLflow's REST API at /api/2.0/mlflow/; docs/tracking.md) ---
 # Where each new experiment's artifacts go ({home}, {username}): the MLflow client writes them there
