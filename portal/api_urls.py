@@ -9,6 +9,7 @@ from portal.containers import api as containers_api
 from portal.environments import api as environments_api
 from portal.extensions import api as extensions_api
 from portal.gpus import api as gpus_api
+from portal.gpus import idle_api
 from portal.jobs import api as jobs_api
 from portal.launches import api as launches_api
 from portal.notifications import api as notifications_api
@@ -42,6 +43,7 @@ urlpatterns = [
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),
     path("sessions/<slug:name>/gpu/", gpus_api.SessionGpuApi.as_view(), name="session-gpu"),
+    path("sessions/<slug:name>/keep/", idle_api.SessionKeepApi.as_view(), name="session-keep"),
     path("jobs/<id:job_id>/extend/", extensions_api.JobExtendApi.as_view(), name="job-extend"),
     path("extensions/", extensions_api.ExtensionListApi.as_view(), name="extensions"),
     path("presets/", launches_api.PresetListCreateApi.as_view(), name="presets"),

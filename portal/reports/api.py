@@ -41,7 +41,9 @@ class ReportApi(APIView):
                     "session's token while its job waits. Idempotent: a repeat or a late report "
                     "answers `applied: false` and changes nothing. `gpu`: a job's or a session's GPU sampler "
                     "(templates/jobs/_common/gpu_sampler.py) pushing a batch of nvidia-smi readings; "
-                    "the answer's `interval_seconds` says how often to read.",
+                    "the answer's `interval_seconds` says how often to read. A session's sampler adds "
+                    "`activity`, what its Jupyter server is doing (kernels and terminal commands busy), "
+                    "which keeps a session with idle GPUs from being stopped (docs: idle GPUs).",
     )
     def post(self, request: Request) -> Response:
         if isinstance(request.data, dict) and request.data.get("event") == "gpu":
@@ -59,6 +61,7 @@ class ReportApi(APIView):
         serializer.is_valid(raise_exception=True)
         grant = request.auth
         samples = [GpuSample(**sample) for sample in serializer.validated_data["samples"]]
-        applied = gpu_report_apply(kind=grant.kind, pk=grant.pk, samples=samples)
+        applied = gpu_report_apply(kind=grant.kind, pk=grant.pk, samples=samples,
+                                   activity=serializer.validated_data.get("activity"))
         body = {"applied": applied, "interval_seconds": settings.GPU_SAMPLE_SECONDS}
         return Response(GpuReportResultSerializer(body).data, status=status.HTTP_202_ACCEPTED)

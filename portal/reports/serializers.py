@@ -81,12 +81,42 @@ class GpuSampleSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class ActivitySerializer(serializers.Serializer):
+    """What a session's sampler saw its own Jupyter server doing when it pushed (portal.gpus.idle)."""
+
+    kernels = serializers.IntegerField(min_value=0, max_value=10_000, help_text="Kernels running")
+    kernels_busy = serializers.IntegerField(min_value=0, max_value=10_000,
+                                            help_text="Kernels executing something (execution_state busy)")
+    terminals = serializers.IntegerField(min_value=0, max_value=10_000, help_text="Terminals open")
+    terminals_busy = serializers.IntegerField(min_value=0, max_value=10_000,
+                                              help_text="Terminals with a command running")
+
+    def to_internal_value(self, data: object) -> dict:
+        if isinstance(data, dict):
+            for key in self.fields:
+                if isinstance(data.get(key), bool | str | float):  # JSON integers only
+                    raise serializers.ValidationError({key: ["A whole number."]})
+            if unknown := {key: ["Unknown field."] for key in sorted(set(data) - set(self.fields))}:
+                raise serializers.ValidationError(unknown)
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["kernels_busy"] > attrs["kernels"]:
+            raise serializers.ValidationError({"kernels_busy": ["More than `kernels`."]})
+        if attrs["terminals_busy"] > attrs["terminals"]:
+            raise serializers.ValidationError({"terminals_busy": ["More than `terminals`."]})
+        return attrs
+
+
 class GpuReportSerializer(serializers.Serializer):
     """A job's or a session's GPU sampler pushing what it read (templates/jobs/_common/gpu_sampler.py)."""
 
     event = serializers.ChoiceField(choices=["gpu"], help_text="gpu: a batch of GPU samples")
     samples = serializers.ListField(child=GpuSampleSerializer(), min_length=1, help_text=(
         "At most GPU_SAMPLES_PER_REPORT (1,000) readings; a longer batch is refused with 413"))
+    activity = ActivitySerializer(required=False, help_text=(
+        "A session's sampler, when it could ask its Jupyter server: kernels and terminals busy now "
+        "(a busy one keeps the session from being stopped for idle GPUs); ignored from a batch job"))
 
     def validate(self, attrs: dict) -> dict:
         if errors := _unknown_fields(self):

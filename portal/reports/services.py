@@ -20,6 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from portal.core.report_tokens import ReportKind
+from portal.gpus.idle import session_activity_record
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting
@@ -63,12 +64,17 @@ def report_apply(*, kind: ReportKind, pk: int, report: Report) -> bool:
     return session_report_apply(server_id=pk, report=report)
 
 
-def gpu_report_apply(*, kind: ReportKind, pk: int, samples: list[GpuSample]) -> bool:
-    """GPU samples (event `gpu`) of the job or the session the token names; False for a web app."""
+def gpu_report_apply(*, kind: ReportKind, pk: int, samples: list[GpuSample],
+                     activity: dict[str, int] | None = None) -> bool:
+    """GPU samples (event `gpu`) of the job or the session the token names, and a session's Jupyter
+    activity (portal.gpus.idle); False for a web app."""
     if kind == "job":
         return gpu_samples_record(job_id=pk, samples=samples)
     if kind == "session":
-        return session_gpu_samples_record(server_id=pk, samples=samples)
+        recorded = session_gpu_samples_record(server_id=pk, samples=samples)
+        if activity is not None:
+            recorded = session_activity_record(server_id=pk, activity=activity) or recorded
+        return recorded
     return False
 
 

@@ -21,6 +21,7 @@ class NotebookServer(models.Model):
         ENDED = "ended", "The Slurm job ended"
         REFUSED = "refused", "Refused"
         QUEUE_TIMEOUT = "queue_timeout", "Still queued after the time you set"
+        IDLE_GPUS = "idle_gpus", "Stopped for idle GPUs"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                              related_name="notebook_servers")

@@ -38,12 +38,36 @@
     return document.querySelector('#active-cards [data-gpu-live="true"]') !== null;
   }
 
+  // An idle-GPU warning that appears on a card (gpus/_idle_warning.html) is also a browser
+  // notification, once the user allowed them; those shown with the page are no news.
+  const warned = new Set();
+  function idleWarnings(notify) {
+    for (const banner of document.querySelectorAll("#active-cards [data-idle-warned]")) {
+      const key = banner.dataset.serverName + "@" + banner.dataset.idleWarned;
+      if (warned.has(key)) continue;
+      warned.add(key);
+      if (notify && "Notification" in window && Notification.permission === "granted") {
+        new Notification("Idle GPUs: " + banner.dataset.serverName, {
+          body: banner.querySelector("p").textContent.replace(/\s+/g, " ").trim(), tag: key});
+      }
+    }
+  }
+  idleWarnings(false);
+  // Browsers ask for the permission only after a click of the user's.
+  document.addEventListener("click", function () {
+    if (document.querySelector("#active-cards [data-idle-watch]") && "Notification" in window &&
+        Notification.permission === "default") Notification.requestPermission();
+  }, {once: true});
+
   async function poll() {
     if (moving() || (gpusLive() && Date.now() - lastFetch >= GPU_EVERY)) {
       lastFetch = Date.now();
       try {
         const response = await fetch(root.dataset.cardsUrl, {credentials: "same-origin"});
-        if (response.ok) swap(await response.text());
+        if (response.ok) {
+          swap(await response.text());
+          idleWarnings(true);
+        }
       } catch (error) {
         // The network blinked: the next round tries again.
       }
