@@ -1,0 +1,69 @@
+"""Run by tests/tracking/test_mlflow_client_real.py in the real MLflow client's own venv
+(scripts/mlflow-client.sh), with MLFLOW_TRACKING_URI and MLFLOW_TRACKING_TOKEN set. Prints one JSON
+object of what it saw. `log` does what a user's training script does; `peek` is another user
+looking for the first one's runs."""
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import mlflow
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+
+def log() -> dict:
+    mlflow.set_experiment(os.environ.get("EXPERIMENT", "mnist-real"))
+    with mlflow.start_run() as run:
+        mlflow.log_params({"lr": "0.01", "batch_size": 64})
+        for step, (accuracy, loss) in enumerate([(0.8, 0.5), (0.9, 0.3), (0.95, 0.2)]):
+            mlflow.log_metrics({"accuracy": accuracy, "loss": loss}, step=step)
+        mlflow.log_metric("odd", float("nan"), step=0)
+        mlflow.log_metric("odd", float("inf"), step=1)
+        mlflow.set_tags({"team": "vision", "data.set": "mnist"})
+        notes = Path(tempfile.mkdtemp()) / "notes.txt"
+        notes.write_text("trained\n")
+        mlflow.log_artifact(str(notes))
+        artifacts = [item.path for item in MlflowClient().list_artifacts(run.info.run_id)]
+    with mlflow.start_run(run_name="worse"):
+        mlflow.log_params({"lr": "0.1"})
+        mlflow.log_metrics({"accuracy": 0.99})
+    found = mlflow.search_runs(filter_string="metrics.accuracy > 0.9 and params.lr = '0.01'",
+                               output_format="list")
+    dotted = mlflow.search_runs(filter_string="tags.data.set = 'mnist'", output_format="list")
+    history = MlflowClient().get_metric_history(run.info.run_id, "accuracy")
+    odd = MlflowClient().get_metric_history(run.info.run_id, "odd")
+    got = MlflowClient().get_run(run.info.run_id)
+    try:
+        mlflow.search_runs(filter_string="metrics.accuracy > 0.9 OR params.lr = '0.01'", output_format="list")
+        or_error = None
+    except MlflowException as error:
+        or_error = error.error_code
+    return {"run_id": run.info.run_id, "experiment_id": run.info.experiment_id,
+            "artifact_uri": got.info.artifact_uri, "status": got.info.status, "artifacts": artifacts,
+            "found": [r.info.run_id for r in found], "dotted": [r.info.run_id for r in dotted],
+            "history": [[m.step, m.value] for m in history], "odd": [repr(m.value) for m in odd],
+            "params": got.data.params, "tags": got.data.tags, "metrics": got.data.metrics,
+            "or_error": or_error}
+
+
+def peek(run_id: str, experiment_id: str) -> dict:
+    client = MlflowClient()
+    seen = [r.info.run_id for r in mlflow.search_runs(search_all_experiments=True, output_format="list")]
+    seen += [r.info.run_id for r in client.search_runs([experiment_id])]
+    errors = []
+    for call in (lambda: client.get_run(run_id), lambda: client.get_metric_history(run_id, "accuracy"),
+                 lambda: client.get_experiment(experiment_id), lambda: client.log_param(run_id, "x", "1")):
+        try:
+            call()
+            errors.append(None)
+        except MlflowException as error:
+            errors.append(error.error_code)
+    return {"seen": seen, "errors": errors}
+
+
+if __name__ == "__main__":
+    result = log() if sys.argv[1] == "log" else peek(sys.argv[2], sys.argv[3])
+    print(json.dumps(result, default=str))
