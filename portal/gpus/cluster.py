@@ -44,7 +44,7 @@ def cluster_gpus() -> list[ClusterGpu]:
     gpus = {(node.name, index): ClusterGpu(node=node.name, index=index, partitions=", ".join(node.partitions),
                                           node_state=node.state)
             for node in Node.objects.order_by("name") for index in range(sum(node.gpus.values()))}
-    held = Q(job__state__in=IN_SLURM_STATES) | Q(session__ended_at__isnull=True)
+    held = Q(job__state__in=IN_SLURM_STATES) | Q(session__isnull=False, session__ended_at__isnull=True)
     running = GpuSummary.objects.filter(held).select_related("job__user", "session__user")
     for summary in running:
         if summary.job_id:

@@ -46,6 +46,9 @@ def cluster():
     _minutes({"session": session}, 0, hour, 60, 10.0)
     GpuSummary.objects.create(session=session, samples=1, util_sum=10, util_count=1,
                               last={"0": _last(now, 10.0, 100.0, 60.0)})
+    ended = JobFactory(state=JobState.COMPLETED, node_list="gpu01", gpus_per_node=1)
+    GpuSummary.objects.create(job=ended, samples=1, util_sum=1, util_count=1,
+                              last={"0": _last(now, 1.0, 1.0, 1.0)})  # ended: holds nothing now
     return hour, job
 
 
