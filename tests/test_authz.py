@@ -132,6 +132,10 @@ ROWS: dict[str, list[Row]] = {
     "servers/<slug:name>/open/": [Row("GET", lambda w: f"/servers/{w.server.name}/open/", P,
                                       {**PAGE_MINE, "owner": 302, "admin": 404})],
     "timing/": [Row("GET", _fixed("/timing/"), P, PAGE_ADMIN)],
+    # Prometheus: admins' sessions and scrape tokens (tests/metrics); a personal API token is no scrape token.
+    "metrics": [Row("GET", _fixed("/metrics"), P, {**PAGE_ADMIN, "anonymous": 401, "revoked": 401,
+                                                   "deprovisioned": 401}),
+                Row("GET", _fixed("/metrics"), A, dict.fromkeys(PRINCIPALS, 401))],
     "api/v1/policy/": [Row("GET", _fixed("/api/v1/policy/"), A, API_ANY)],
     "servers/timing.csv": [Row("GET", _fixed("/servers/timing.csv"), P, PAGE_ANY)],
     "jobs/timing.csv": [Row("GET", _fixed("/jobs/timing.csv"), P, PAGE_ANY)],
@@ -364,7 +368,8 @@ ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/a
                 "/admin/accounts/user/", "/admin/extensions/extensionrequest/",
                 "/admin/policy/resourceprofile/",
                 "/admin/accounts/apitoken/", "/admin/oauth2_provider/accesstoken/",
-                "/admin/axes/accessattempt/", "/admin/notifications/adminnotice/"]
+                "/admin/axes/accessattempt/", "/admin/notifications/adminnotice/",
+                "/admin/metrics/scrapetoken/"]
 
 
 @pytest.mark.parametrize("path", ADMIN_ROUTES)

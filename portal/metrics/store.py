@@ -59,7 +59,7 @@ def task_count(*, name: str, state: str) -> None:
 def _execute(pipe: redis.client.Pipeline) -> None:
     try:
         pipe.execute()
-    except redis.RedisError as error:
+    except Exception as error:  # a count is never worth failing a request or a task
         logger.warning("metrics not counted: %s", error)
 
 

@@ -30,6 +30,7 @@ from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.report_tokens import report_token
 from portal.core.slurm_work import db_in, lease_claim
+from portal.core.tracking_tokens import tracking_environment
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from slurm.adapter import Slurm
@@ -155,9 +156,12 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
 
 def job_report_environment(*, job: Job) -> dict[str, str]:
     """What the job's script needs to report its own transitions (templates/jobs/_common/report.sh):
-    a token for this job alone and the portal's address. In sbatch's environment, never the script."""
+    a token for this job alone and the portal's address; and what the MLflow client needs to log to
+    the portal's tracking API (MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN: portal.tracking). In
+    sbatch's environment, never the script."""
     return {"GPUPORTAL_REPORT_TOKEN": report_token("job", job.pk),
-            "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/")}
+            "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/"),
+            **tracking_environment(kind="job", pk=job.pk)}
 
 
 def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
