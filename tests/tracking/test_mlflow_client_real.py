@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from portal.accounts.services import api_token_create
+from portal.core.tracking_tokens import tracking_token
 from portal.tracking import api
 from portal.tracking.models import Run
-from portal.tracking.tokens import tracking_token
 from tests.factories import JobFactory, UserFactory
 
 VENV = Path(os.environ.get("MLFLOW_CLIENT_VENV", "/var/lib/gpuportal/mlflow-client-venv"))

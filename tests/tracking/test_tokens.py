@@ -8,8 +8,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.core.report_tokens import report_token
+from portal.core.tracking_tokens import tracking_environment, tracking_token
 from portal.tracking.models import Run
-from portal.tracking.tokens import tracking_environment, tracking_token
 from tests.factories import JobFactory, UserFactory
 from tests.tracking.conftest import Mlflow
 

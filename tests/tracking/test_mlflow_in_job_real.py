@@ -1,0 +1,49 @@
+"""The same MLflow calls from inside a real Slurm job, through the variables the portal puts in every
+batch job's environment (MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN: the job's own token)."""
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from portal.jobs.models import TERMINAL_STATES, JobState
+from portal.tracking.models import Run
+from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 - fixtures of the real-job tests
+from tests.tracking.test_mlflow_client_real import CLIENT, SCRIPT
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("polled", "cleanup_jobs")]
+
+
+@pytest.fixture
+def portal_for_jobs(settings, live_server):
+    """The job's MLflow client and its reports reach this test's portal; artifacts in a folder of
+    alice's removed afterwards."""
+    settings.PORTAL_URL_FOR_JOBS = live_server.url
+    name = f"gpuportal/test-mlruns-{uuid.uuid4().hex[:8]}"
+    settings.TRACKING_ARTIFACT_ROOT = f"{{home}}/{name}"
+    yield
+    shutil.rmtree(Path("/home/alice") / name, ignore_errors=True)
+
+
+def test_mlflow_inside_a_slurm_job_logs_into_the_jobs_run(portal_for_jobs, token_client, slurm):
+    commands = (f"export MLFLOW_DISABLE_TELEMETRY=true EXPERIMENT=in-a-job\n"
+                f"{CLIENT} {SCRIPT} log")
+    response = token_client.post("/api/v1/jobs/", {"template": "custom", "name": "mlflow in a job",
+                                                   "parameters": {"commands": commands, "gpus": 0,
+                                                                  "time_limit": 5}}, format="json")
+    assert response.status_code == 201, response.content
+    job = poll_until(slurm, response.json()["id"], TERMINAL_STATES, timeout=150)
+    log = token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stderr").json()["text"]
+    assert job.state == JobState.COMPLETED, log[-3000:]
+    runs = Run.objects.filter(job=job)
+    assert runs.count() == 2 and {r.owner.username for r in runs} == {"alice"}
+    run = runs.exclude(run_name="worse").get()
+    seen = json.loads(token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stdout").json()["text"]
+                      .strip().splitlines()[-1])
+    assert seen["run_id"] == run.run_id and seen["found"] == [run.run_id]
+    assert seen["history"] == [[0, 0.8], [1, 0.9], [2, 0.95]]
+    assert seen["tags"]["slurm.job_id"] == job.slurm_job_id and seen["tags"]["gpuportal.template"] == "custom"
+    assert {p.key: p.value for p in run.params.all()} == {"lr": "0.01", "batch_size": "64"}
