@@ -132,6 +132,9 @@ ROWS: dict[str, list[Row]] = {
     "servers/<slug:name>/open/": [Row("GET", lambda w: f"/servers/{w.server.name}/open/", P,
                                       {**PAGE_MINE, "owner": 302, "admin": 404})],
     "timing/": [Row("GET", _fixed("/timing/"), P, PAGE_ADMIN)],
+    "gpus/": [Row("GET", _fixed("/gpus/"), P, PAGE_ADMIN)],
+    "gpus/jobs/<id:job_id>/": [Row("GET", lambda w: f"/gpus/jobs/{w.job.pk}/", P, PAGE_MINE)],
+    "usage/gpus.csv": [Row("GET", _fixed("/usage/gpus.csv"), P, PAGE_ANY)],
     # Prometheus: admins' sessions and scrape tokens (tests/metrics); a personal API token is no scrape token.
     "metrics": [Row("GET", _fixed("/metrics"), P, {**PAGE_ADMIN, "anonymous": 401, "revoked": 401,
                                                    "deprovisioned": 401}),
