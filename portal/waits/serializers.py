@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 
-class PrioritySerializer(serializers.Serializer):
+class WaitingPrioritySerializer(serializers.Serializer):
     age = serializers.IntegerField(help_text="Grows the longer it waits")
     fairshare = serializers.IntegerField(help_text="Higher when you (and your project) used little lately")
     jobsize = serializers.IntegerField(help_text="From the size of the request")
@@ -23,7 +23,7 @@ class WaitingSerializer(serializers.Serializer):
         allow_null=True, help_text="Its place among the partition's pending jobs that may start now, by "
                                    "priority (1 = next); null when it may not start yet (held, --begin...)")
     pending_in_partition = serializers.IntegerField(allow_null=True, help_text="How many such jobs there are")
-    priority = PrioritySerializer(
+    priority = WaitingPrioritySerializer(
         allow_null=True, help_text="Its priority and weighted factors, as sprio prints them; null when sprio "
                                    "lists no such job")
     fairshare = serializers.FloatField(
