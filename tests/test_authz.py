@@ -184,6 +184,13 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/sessions/<slug:name>/extend/": [Row(
         "POST", lambda w: f"/api/v1/sessions/{w.server.name}/extend/", A,
         {**API_MINE, "owner": 409, "admin": 404}, body={"minutes": 5})],
+    # Keep it answers the owner's idle-GPU warning; the owner's session has none: 409 (a message on
+    # the page). Another's session, an admin's included: 404.
+    "api/v1/sessions/<slug:name>/keep/": [Row("POST", lambda w: f"/api/v1/sessions/{w.server.name}/keep/", A,
+                                              {**API_MINE, "owner": 409, "admin": 404})],
+    "idle-gpus/sessions/<slug:name>/keep/": [Row(
+        "POST", lambda w: f"/idle-gpus/sessions/{w.server.name}/keep/", P,
+        {**PAGE_MINE, "owner": 302, "admin": 404})],
     "api/v1/extensions/": [Row("GET", _fixed("/api/v1/extensions/"), A, API_ANY)],
     "extensions/jobs/<id:job_id>/": [Row("POST", lambda w: f"/extensions/jobs/{w.job.pk}/", P,
                                          {**PAGE_MINE, "owner": 302, "admin": 404})],
