@@ -232,6 +232,9 @@ class JobTemplate:
     smoke_parameter: str | None = None
     # The parser (portal.benchmarks.parsers) for a benchmark template's stdout, e.g. "fio"; None: not one.
     benchmark: str | None = None
+    # The software environment it runs in unless the user names one (its `environment` parameter's
+    # default); where the site has no such environment, none.
+    environment: str = ""
     directory: Path = field(default=Path(), compare=False)
 
     def parameter(self, name: str) -> Parameter | None:
@@ -250,16 +253,17 @@ class JobTemplate:
         }
 
 
-def builtin_parameters() -> tuple[Parameter, ...]:
+def builtin_parameters(*, environment: str = "") -> tuple[Parameter, ...]:
     """Partition and time limit (bounded per partition when validated), the software environment
-    (checked against the usable ones when validated), module and container hooks."""
+    (checked against the usable ones when validated; `environment` is the template's default), module
+    and container hooks."""
     return (
         Parameter("partition", "string", label="Partition", pattern=r"^[A-Za-z0-9_.-]*$",
                   help="Slurm partition; empty means the cluster's default.", default=""),
         Parameter("time_limit", "integer", label="Time limit (minutes)", minimum=1,
                   maximum=settings.SITE_MAX_WALLTIME_MINUTES, default=settings.JOBS_DEFAULT_TIME_MINUTES,
                   help="Wall-clock limit; at most the partition's maximum."),
-        Parameter("environment", "string", label="Software environment", default="",
+        Parameter("environment", "string", label="Software environment", default=environment,
                   pattern=f"{ENVIRONMENT_NAME_PATTERN}|^$",
                   help="A software environment (GET /api/v1/environments/), activated before the "
                        "program runs; empty: none."),
@@ -342,7 +346,10 @@ def template_load(directory: Path) -> JobTemplate:
     own = spec.get("parameters", {})
     if clash := set(own) & set(BUILTIN_PARAMETERS):
         raise TemplateError(f"{where}: parameters {sorted(clash)} are built in; rename them")
-    parameters = builtin_parameters() + tuple(
+    environment = spec.get("environment", "")
+    if not isinstance(environment, str) or not re.fullmatch(f"{ENVIRONMENT_NAME_PATTERN}|^$", environment):
+        raise TemplateError(f"{where}/template.toml: `environment` must be an environment's name")
+    parameters = builtin_parameters(environment=environment) + tuple(
         parameter_from_spec(name, value, f"{where}/template.toml") for name, value in own.items()
     )
     resources = spec.get("resources", {})
@@ -350,7 +357,7 @@ def template_load(directory: Path) -> JobTemplate:
         slug=slug, name=spec["name"].strip(), description=spec["description"].strip(),
         parameters=parameters, nodes=resources.get("nodes", 1),
         gpus_per_node=resources.get("gpus_per_node", 0), smoke_parameter=spec.get("smoke_parameter"),
-        benchmark=spec.get("benchmark"), directory=directory,
+        benchmark=spec.get("benchmark"), environment=environment, directory=directory,
     )
     for which in ("nodes", "gpus_per_node"):
         source = getattr(template, which)
@@ -409,6 +416,9 @@ class JobPaths:
     # The scalars the exit hook exports from the job's TensorBoard events, and where those go.
     metrics: str = ""
     logdir: str = ""
+    # The notebook templates a session copies into ~/templates: a job copies them too (no file of the
+    # user's is overwritten), so the training templates' default script is there for a new user.
+    templates: str = ""
 
 
 _SAMPLE_JOB = JobPaths(id="sample", dir="/home/user/gpuportal/jobs/job-sample",

@@ -405,6 +405,13 @@ GPU_SAMPLE_SECONDS = env.int("GPU_SAMPLE_SECONDS", default=15)  # told to the sa
 GPU_SAMPLES_PER_REPORT = env.int("GPU_SAMPLES_PER_REPORT", default=1000)  # more: 413
 GPU_POINTS_PER_JOB = env.int("GPU_POINTS_PER_JOB", default=2000)  # 1-minute points; the oldest go
 GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # late samples of an ended job
+
+# --- Experiment tracking (portal.tracking, MLflow's REST API at /api/2.0/mlflow/; docs/tracking.md) ---
+# Where each new experiment's artifacts go ({home}, {username}): the MLflow client writes them there
+# itself, as the user, so it must be a folder of theirs.
+TRACKING_ARTIFACT_ROOT = env("TRACKING_ARTIFACT_ROOT", default="{home}/gpuportal/mlruns")
+# A job's or session's tracking token (MLFLOW_TRACKING_TOKEN) still works this long after it ended.
+TRACKING_TOKEN_GRACE_SECONDS = env.int("TRACKING_TOKEN_GRACE_SECONDS", default=600)
 # Idle GPUs (portal.gpus.idle): the defaults under the admin's IdlePolicy rows. A session whose GPUs all
 # stay under IDLE_GPUS_UTIL_PERCENT for IDLE_GPUS_WINDOW_MINUTES, with no kernel busy and no terminal
 # command running, is warned, and stopped IDLE_GPUS_GRACE_MINUTES later; batch jobs are only flagged.
@@ -413,13 +420,6 @@ IDLE_GPUS_UTIL_PERCENT = env.float("IDLE_GPUS_UTIL_PERCENT", default=5.0)
 IDLE_GPUS_WINDOW_MINUTES = env.float("IDLE_GPUS_WINDOW_MINUTES", default=30.0)
 IDLE_GPUS_GRACE_MINUTES = env.float("IDLE_GPUS_GRACE_MINUTES", default=15.0)
 IDLE_GPUS_EMAIL = env.bool("IDLE_GPUS_EMAIL", default=False)  # also mail the warning to its owner
-
-# --- Experiment tracking (portal.tracking, MLflow's REST API at /api/2.0/mlflow/; docs/tracking.md) ---
-# Where each new experiment's artifacts go ({home}, {username}): the MLflow client writes them there
-# itself, as the user, so it must be a folder of theirs.
-TRACKING_ARTIFACT_ROOT = env("TRACKING_ARTIFACT_ROOT", default="{home}/gpuportal/mlruns")
-# A job's or session's tracking token (MLFLOW_TRACKING_TOKEN) still works this long after it ended.
-TRACKING_TOKEN_GRACE_SECONDS = env.int("TRACKING_TOKEN_GRACE_SECONDS", default=600)
 
 # --- Prometheus metrics (portal.metrics, GET /metrics; docs/admin/metrics.md) ---
 # GPU gauges are computed at scrape time over this many minutes of the samplers' 1-minute points.
@@ -437,6 +437,9 @@ JOBS_TEMPLATES_DIR = env("JOBS_TEMPLATES_DIR", default=str(BASE_DIR / "templates
 JOBS_OUTPUT_DIR = env("JOBS_OUTPUT_DIR", default="{home}/gpuportal/jobs")
 # A job's TensorBoard log directory (TENSORBOARD_LOGDIR in its script); {uuid} is the job's.
 JOBS_TENSORBOARD_LOGDIR = env("JOBS_TENSORBOARD_LOGDIR", default="{home}/logs/jobs/{uuid}")
+# The notebook templates folder the hub's sessions copy into ~/templates (HUB_TEMPLATES_DIR): batch
+# jobs copy it too, so the training templates' default script is there. Empty: jobs copy nothing.
+NOTEBOOK_TEMPLATES_DIR = env("NOTEBOOK_TEMPLATES_DIR", default="/var/lib/gpuportal/notebook-templates")
 # The largest metrics file (job-<uuid>.metrics.json) the portal reads when a job ends.
 JOBS_METRICS_MAX_BYTES = env.int("JOBS_METRICS_MAX_BYTES", default=4 * 1024 * 1024)
 JOBS_DEFAULT_TIME_MINUTES = env.int("JOBS_DEFAULT_TIME_MINUTES", default=8 * 60)

@@ -74,8 +74,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="per process")
     parser.add_argument("--lr", type=float, default=1e-3, help="scaled by the number of processes")
     parser.add_argument("--train-limit", type=int, default=0, help="only this many training images (0: all)")
-    parser.add_argument("--logdir", type=Path,
-                        default=Path.home() / "logs" / "pytorch-ddp" / time.strftime("%Y%m%d-%H%M%S"))
+    # In a portal batch job TENSORBOARD_LOGDIR is the job's own folder, whose events its page charts.
+    parser.add_argument("--logdir", type=Path, default=Path(os.environ.get("TENSORBOARD_LOGDIR") or (
+        Path.home() / "logs" / "pytorch-ddp" / time.strftime("%Y%m%d-%H%M%S"))))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 

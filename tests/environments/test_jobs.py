@@ -6,10 +6,13 @@ import subprocess
 
 import pytest
 
+from portal.core.errors import InvalidInput
 from portal.environments.models import Environment
 from portal.jobs.job_templates import JobPaths, catalog, script_body_render
 from portal.jobs.models import Job
+from portal.jobs.services.prepare import job_prepare
 from tests.environments.conftest import environment
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 VALID_JOB = {"commands": "python -c 'import torch'", "gpus": 0, "time_limit": 5}
@@ -31,8 +34,22 @@ def _submit(client, **parameters):
 def test_every_template_has_the_environment_parameter():
     for template in catalog().templates.values():
         parameter = template.parameter("environment")
-        assert parameter is not None and parameter.default == "", template.slug
+        assert parameter is not None and parameter.default == template.environment, template.slug
         assert template.json_schema()["properties"]["environment"]["type"] == "string"
+    # The training templates run in the PyTorch environment unless the user picks another (#21).
+    assert {slug for slug, t in catalog().templates.items() if t.environment == "pytorch"} == {
+        "pytorch-train", "pytorch-multinode"}
+
+
+@pytest.mark.django_db
+def test_a_template_default_environment_the_site_lacks_is_none_but_a_named_one_is_refused():
+    assert not Environment.objects.exists()
+    user = UserFactory(username="alice")
+    draft = job_prepare(user=user, template="pytorch-train", parameters={"smoke": True})
+    assert "source " not in draft.script
+    with pytest.raises(InvalidInput) as refused:
+        job_prepare(user=user, template="pytorch-train", parameters={"environment": "pytorch"})
+    assert "environment" in refused.value.fields["parameters"]
 
 
 @pytest.mark.parametrize("activation", [None, PYTHON, MODULES], ids=["none", "python", "modules"])

@@ -104,7 +104,9 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
     environment = None
     if values.get("environment"):
         environment = environment_get(user=user, name=values["environment"])
-        if environment is None:
+        if environment is None and "environment" not in parameters:
+            values["environment"] = ""  # the template's default, which this site does not have
+        elif environment is None:
             problems["environment"] = [f"Unknown or unavailable environment {values['environment']!r}; "
                                        "GET /api/v1/environments/ lists those you can use."]
     if problems:
@@ -124,7 +126,8 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
     paths = JobPaths(id=str(job_uuid), dir=f"{output_dir}/job-{job_uuid}",
                      stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err",
                      metrics=f"{output_dir}/job-{job_uuid}.metrics.json",
-                     logdir=job_logdir(home=account.pw_dir, job_uuid=job_uuid))
+                     logdir=job_logdir(home=account.pw_dir, job_uuid=job_uuid),
+                     templates=settings.NOTEBOOK_TEMPLATES_DIR)
     body = script_body_render(template=found, values=values, job=paths,
                               activation=_activation(environment, user=user, workdir=paths.dir))
     return replace(draft, script=_header(draft, paths) + "\n" + body)
