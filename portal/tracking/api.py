@@ -19,7 +19,7 @@ from portal.tracking import selectors, services
 from portal.tracking import validation as v
 from portal.tracking.api_errors import STATUS, mlflow_error
 from portal.tracking.authentication import TrackingAuthentication, grant_of
-from portal.tracking.protos import experiment_json, metric_json, run_info_json, run_json
+from portal.tracking.protos import double, experiment_json, run_info_json, run_json
 
 Handler = Callable[[Request, dict[str, Any]], dict[str, Any]]
 
@@ -185,10 +185,13 @@ def delete_tag(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def metric_history(request: Request, data: dict[str, Any]) -> dict[str, Any]:
+    key = v.string(data, "metric_key", required=True)
     points, token = selectors.metric_history(
-        user=request.user, run_id=v.run_id_of(data), key=v.string(data, "metric_key", required=True),
+        user=request.user, run_id=v.run_id_of(data), key=key,
         max_results=v.max_results(data, default=25000, limit=25000), page_token=v.string(data, "page_token"))
-    body: dict[str, Any] = {"metrics": [metric_json(point) for point in points]}
+    body: dict[str, Any] = {"metrics": [
+        {"key": key, "value": double(value), "timestamp": timestamp, "step": step}
+        for step, timestamp, value, _ in points]}
     if token:
         body["next_page_token"] = token
     return body

@@ -109,7 +109,8 @@ class Tag(models.Model):
 
 class Metric(models.Model):
     """One logged point. NaN is stored as NaN; +-Infinity as +-max float, as MLflow's SQL store does.
-    History reads are one index range: (run, key) in step order."""
+    A history page is one index range: (run, key) in (step, timestamp, id) order, from the last
+    page's end (keyset page tokens, so the 100th page costs what the first does)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
     key = models.CharField(max_length=250)
@@ -118,7 +119,7 @@ class Metric(models.Model):
     step = models.BigIntegerField(default=0)
 
     class Meta:
-        indexes = [models.Index(fields=["run", "key", "step", "timestamp"], name="metric_history")]
+        indexes = [models.Index(fields=["run", "key", "step", "timestamp", "id"], name="metric_history")]
 
     def __str__(self) -> str:
         return f"{self.key}@{self.step}"

@@ -5,7 +5,7 @@ NaN double as the string "NaN" (protobuf's JSON form, which the client parses ba
 import math
 from typing import Any
 
-from portal.tracking.models import Experiment, LatestMetric, Metric, Run
+from portal.tracking.models import Experiment, LatestMetric, Run
 
 
 def double(value: float) -> float | str:
@@ -37,7 +37,7 @@ def run_info_json(run: Run) -> dict[str, Any]:
     return info
 
 
-def metric_json(metric: Metric | LatestMetric) -> dict[str, Any]:
+def metric_json(metric: LatestMetric) -> dict[str, Any]:
     return {"key": metric.key, "value": double(metric.value), "timestamp": metric.timestamp,
             "step": metric.step}
 

@@ -189,19 +189,47 @@ def parse_order_by(terms: list[str], *, field: str = "order_by",
     return parsed
 
 
+def _token_encode(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+
+
+def _token_decode(token: str, key: str) -> Any:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        raise invalid("page_token", "Invalid page_token: could not base64-decode.") from None
+    if not isinstance(data, dict) or key not in data:
+        raise invalid("page_token", f"Invalid page_token: decoded value={data!r}.")
+    return data[key]
+
+
+def _int(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and abs(value) < 2**63
+
+
 def page_token_encode(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+    return _token_encode({"offset": offset})
 
 
 def page_token_offset(token: str | None) -> int:
     """The offset a page token this server gave stands for; InvalidInput for anything else."""
     if not token:
         return 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
-    except (UnicodeEncodeError, binascii.Error, ValueError):
-        raise invalid("page_token", "Invalid page_token: could not base64-decode.") from None
-    offset = data.get("offset") if isinstance(data, dict) else None
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 10**9:
-        raise invalid("page_token", f"Invalid page_token: decoded value={data!r}.")
+    offset = _token_decode(token, "offset")
+    if not _int(offset) or not 0 <= offset <= 10**9:
+        raise invalid("page_token", f"Invalid page_token: offset={offset!r}.")
     return offset
+
+
+def history_token_encode(step: int, timestamp: int, pk: int) -> str:
+    return _token_encode({"after": [step, timestamp, pk]})
+
+
+def history_token_after(token: str | None) -> tuple[int, int, int] | None:
+    """The (step, timestamp, id) a metric history page token continues after."""
+    if not token:
+        return None
+    after = _token_decode(token, "after")
+    if not isinstance(after, list) or len(after) != 3 or not all(_int(value) for value in after):
+        raise invalid("page_token", f"Invalid page_token: after={after!r}.")
+    return after[0], after[1], after[2]

@@ -4,7 +4,8 @@ user's object reads as missing (RESOURCE_DOES_NOT_EXIST), never as forbidden."""
 import re
 from typing import Any
 
-from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models.expressions import RawSQL
 
 from portal.core.errors import NotFound
 from portal.tracking.models import (
@@ -22,6 +23,8 @@ from portal.tracking.search import (
     EXPERIMENT_STRING_ATTRIBUTES,
     Clause,
     OrderTerm,
+    history_token_after,
+    history_token_encode,
     page_token_encode,
     page_token_offset,
     parse_filter,
@@ -189,8 +192,19 @@ def run_with_data(*, user: Any, run_id: str) -> Run:
 
 
 def metric_history(*, user: Any, run_id: str, key: str, max_results: int,
-                   page_token: str | None) -> tuple[list[Metric], str | None]:
-    """Every logged point of one metric of one run, in step then timestamp order (one index range)."""
+                   page_token: str | None) -> tuple[list[tuple[int, int, float, int]], str | None]:
+    """The logged points of one metric of one run, in step then timestamp order, as (step,
+    timestamp, value, id) rows (no model instances: a page may hold 25,000): a page of `max_results`,
+    and a token for the next page if there is one."""
     run = run_get(user=user, run_id=run_id)
-    points = Metric.objects.filter(run=run, key=key).order_by("step", "timestamp", "pk")
-    return _page(points, max_results=max_results, page_token=page_token)
+    points = Metric.objects.filter(run=run, key=key)
+    if (after := history_token_after(page_token)) is not None:
+        # A row comparison, so the page starts where the index range does.
+        points = points.alias(after=RawSQL('("step", "timestamp", "id") > (%s, %s, %s)', after,
+                                           output_field=BooleanField())).filter(after=True)
+    page = list(points.order_by("step", "timestamp", "pk")
+                .values_list("step", "timestamp", "value", "pk")[:max_results + 1])
+    if len(page) <= max_results:
+        return page, None
+    step, timestamp, _, pk = page[max_results - 1]
+    return page[:max_results], history_token_encode(step, timestamp, pk)

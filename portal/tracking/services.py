@@ -4,6 +4,7 @@ MLflow's limits (portal.tracking.validation), writes only to the caller's own ac
 import math
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -188,14 +189,23 @@ def _tags_upsert(run: Run, tags: dict[str, str]) -> None:
         Run.objects.filter(pk=run.pk).update(run_name=tags[RUN_NAME_TAG][:v.MAX_RUN_NAME_LENGTH])
 
 
-def _metrics_check(metrics: list[dict[str, Any]]) -> list[Metric]:
+@dataclass(frozen=True)
+class Point:
+    key: str
+    value: float
+    timestamp: int
+    step: int
+
+
+def _metrics_check(metrics: list[dict[str, Any]]) -> list[Point]:
     checked = []
     for i, metric in enumerate(metrics):
         key = v.key_check(f"metrics[{i}].key", metric.get("key"), "Metric name")
-        checked.append(Metric(
+        checked.append(Point(
             key=key, value=v.metric_value(f"metrics[{i}].value", metric.get("value")),
-            timestamp=v.int64(f"metrics[{i}].timestamp", metric.get("timestamp"), required=True, minimum=0),
-            step=v.int64(f"metrics[{i}].step", metric.get("step"), default=0)))
+            timestamp=v.int64(f"metrics[{i}].timestamp", metric.get("timestamp"), required=True,
+                              minimum=0) or 0,
+            step=v.int64(f"metrics[{i}].step", metric.get("step"), default=0) or 0))
     return checked
 
 
@@ -240,9 +250,7 @@ def log_batch(*, user: Any, run_id: str, metrics: list[dict[str, Any]], params: 
         if checked_tags:
             _tags_upsert(run, checked_tags)
         if points:
-            for point in points:
-                point.run = run
-            Metric.objects.bulk_create(points)
+            _points_insert(run, points)
             _latest_update(run, points)
 
 
@@ -256,15 +264,27 @@ def _params_insert(run: Run, params: dict[str, str]) -> None:
                               ignore_conflicts=True)
 
 
-def _order(point: Metric) -> tuple[int, int, float]:
+def _points_insert(run: Run, points: list[Point]) -> None:
+    """One statement with four array parameters: a 1,000-point batch costs one round trip and no
+    model instances."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {Metric._meta.db_table} (run_id, key, value, "timestamp", step)
+                SELECT %s, k, val, ts, st FROM unnest(%s::varchar[], %s::float8[], %s::bigint[], %s::bigint[])
+                    AS batch(k, val, ts, st)""",  # noqa: S608 (a table name, not input)
+            [run.pk, [p.key for p in points], [p.value for p in points], [p.timestamp for p in points],
+             [p.step for p in points]])
+
+
+def _order(point: Point) -> tuple[int, int, float]:
     # MLflow's latest: the greatest (step, timestamp, value); NaN counts as the greatest value, as
     # PostgreSQL orders it.
     return point.step, point.timestamp, math.inf if math.isnan(point.value) else point.value
 
 
-def _latest_update(run: Run, points: list[Metric]) -> None:
+def _latest_update(run: Run, points: list[Point]) -> None:
     """One statement: each key's newest point of the batch replaces the stored latest if greater."""
-    newest: dict[str, Metric] = {}
+    newest: dict[str, Point] = {}
     for point in points:
         if point.key not in newest or _order(point) > _order(newest[point.key]):
             newest[point.key] = point

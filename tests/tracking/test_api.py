@@ -179,3 +179,21 @@ def test_other_mlflow_paths_are_not_implemented_and_auth_is_required(alice):
     assert anonymous.status_code == 401 and anonymous.json()["error_code"] == "UNAUTHENTICATED"
     wrong = Client(HTTP_AUTHORIZATION="Bearer job:1:forged").get("/api/2.0/mlflow/runs/get", {"run_id": "a"})
     assert wrong.status_code == 401 and wrong.json()["error_code"] == "UNAUTHENTICATED"
+
+
+def test_metric_history_pages_follow_on(alice):
+    run_id = alice.run()
+    metrics = [{"key": "loss", "value": step / 10, "timestamp": 7, "step": step} for step in (3, 1, 4, 1, 5)]
+    alice.post("runs/log-batch", {"run_id": run_id, "metrics": metrics})
+    steps, token = [], None
+    while True:
+        page = alice.get("metrics/get-history", {"run_id": run_id, "metric_key": "loss", "max_results": 2,
+                                                 **({"page_token": token} if token else {})})
+        steps += [point["step"] for point in page["metrics"]]
+        if not (token := page.get("next_page_token")):
+            break
+    assert steps == [1, 1, 3, 4, 5]
+    for bad in ("%%%", "eyJhZnRlciI6IFsxLCAyXX0=", "eyJvZmZzZXQiOiAyfQ=="):
+        error = alice.get("metrics/get-history", {"run_id": run_id, "metric_key": "loss", "page_token": bad},
+                          status=400)
+        assert error["error_code"] == "INVALID_PARAMETER_VALUE" and "page_token" in error["message"]
