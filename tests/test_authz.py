@@ -135,6 +135,7 @@ ROWS: dict[str, list[Row]] = {
     "gpus/": [Row("GET", _fixed("/gpus/"), P, PAGE_ADMIN)],
     "gpus/jobs/<id:job_id>/": [Row("GET", lambda w: f"/gpus/jobs/{w.job.pk}/", P, PAGE_MINE)],
     "usage/gpus.csv": [Row("GET", _fixed("/usage/gpus.csv"), P, PAGE_ANY)],
+    "api/v1/usage/gpus/": [Row("GET", _fixed("/api/v1/usage/gpus/"), A, API_ANY)],
     # Prometheus: admins' sessions and scrape tokens (tests/metrics); a personal API token is no scrape token.
     "metrics": [Row("GET", _fixed("/metrics"), P, {**PAGE_ADMIN, "anonymous": 401, "revoked": 401,
                                                    "deprovisioned": 401}),

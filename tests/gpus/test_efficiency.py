@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import Job, JobState
@@ -113,3 +114,15 @@ def test_a_period_without_gpu_work_says_so(client):
     client.force_login(UserFactory(username="carol"))
     page = client.get("/usage/?from=2020-01-01&to=2020-02-01").content.decode()
     assert "No GPU jobs or sessions in this period." in page
+
+
+def test_the_api_answers_the_same_rows_and_names_a_bad_field(client, planted):
+    alice, _ = planted
+    api = APIClient()
+    api.force_authenticate(alice)
+    body = api.get("/api/v1/usage/gpus/").json()
+    assert body["group_by"] == "user" and [row["name"] for row in body["rows"]] == ["alice"]
+    assert {key: body["rows"][0][key] for key in ("allocated_gpu_hours", "busy_gpu_hours", "efficiency")} == {
+        "allocated_gpu_hours": 7.0, "busy_gpu_hours": 3.2, "efficiency": 0.64}
+    refused = api.get("/api/v1/usage/gpus/?group_by=planet")
+    assert refused.status_code == 400 and "group_by" in refused.json()["fields"]
