@@ -62,12 +62,17 @@ def waiting_rows(*, starts: Sequence[PendingStart], factors: Sequence[PriorityFa
             job_id=start.job_id, user=start.user, account=start.account,
             partition=factor.partition if factor else ",".join(start.partitions), reason=start.reason[:500],
             estimated_start=start.start_time, position=place, pending_in_partition=count,
-            priority_total=factor and factor.total, priority_age=factor and factor.age,
-            priority_fairshare=factor and factor.fairshare, priority_jobsize=factor and factor.jobsize,
-            priority_partition=factor and factor.partition_factor, priority_qos=factor and factor.qos,
-            fairshare=fairshare.get((start.account, start.user)), updated_at=now,
+            fairshare=fairshare.get((start.account, start.user)), updated_at=now, **_priority(factor),
         ))
     return result
+
+
+def _priority(factor: PriorityFactors | None) -> dict[str, int]:
+    if factor is None:
+        return {}
+    return {"priority_total": factor.total, "priority_age": factor.age,
+            "priority_fairshare": factor.fairshare, "priority_jobsize": factor.jobsize,
+            "priority_partition": factor.partition_factor, "priority_qos": factor.qos}
 
 
 def _job_order(job_id: str) -> tuple[int, str]:
