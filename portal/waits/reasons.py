@@ -15,7 +15,7 @@ _WORDS = {
     "Priority": "Other jobs waiting for the same partition have a higher priority and go first. "
                 "It moves up as it waits (age) and as others' jobs start.",
     "Resources": "The GPUs, CPUs or memory it asks for are in use by running jobs; it starts when "
-                 "enough of them end. It is next in line for them.",
+                 "enough of them end.",
     "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions":
         "The nodes it could use are busy, down, drained or kept for jobs of a higher-priority partition.",
     "Dependency": "It waits for another job it depends on (--dependency) to finish.",
