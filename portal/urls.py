@@ -54,6 +54,7 @@ urlpatterns = [
     path("notifications/", include("portal.notifications.urls")),
     path("gpus/", include("portal.gpus.urls")),
     path("idle-gpus/", include("portal.gpus.idle_urls")),
+    path("tracking/", include("portal.tracking.page_urls")),
     path("", include("portal.benchmarks.urls")),
     path("oauth/", include("portal.accounts.oauth_urls")),
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),

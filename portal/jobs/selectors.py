@@ -1,9 +1,9 @@
 """Reads for batch jobs: lists and details from the database, partition limits from the snapshot."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -96,7 +96,16 @@ def job_metrics_list(*, job: Job) -> list[JobMetric]:
     return list(JobMetric.objects.filter(job=job).order_by("run", "tag"))
 
 
-def job_metrics_chart(*, metrics: list[JobMetric]) -> dict[str, Any] | None:
+class Series(Protocol):
+    """A scalar series as the chart draws it: a JobMetric, or a run's curve (portal.tracking.curves)."""
+
+    run: str
+    tag: str
+    steps: list[int]
+    values: list[float | None]
+
+
+def job_metrics_chart(*, metrics: Sequence[Series]) -> dict[str, Any] | None:
     """A Vega-Lite spec with one panel per tag (each with its own scale: a loss and images/sec do
     not share an axis) and a line per run; None when there is nothing to draw."""
     rows = [{"tag": metric.tag, "run": metric.run or ".", "step": step, "value": value}

@@ -7,7 +7,9 @@ torchrun, which sets RANK, LOCAL_RANK and WORLD_SIZE for every process:
 
 `python mnist_ddp.py` also works (one process). Rank 0 writes TensorBoard events to --logdir and the
 final metrics to <logdir>/metrics.json, and prints them as `FINAL_METRICS {...}`.
-(03-pytorch-ddp.ipynb writes this file; the batch template "pytorch-train" runs it the same way.)
+With MLFLOW_TRACKING_URI set (the portal sets it in batch jobs) and mlflow installed, rank 0 also logs
+its params and scalars to MLflow as it trains: the job's page draws them live.
+(03-pytorch-ddp.ipynb runs this file; the batch template "pytorch-train" runs it the same way.)
 """
 
 import argparse
@@ -17,6 +19,7 @@ import os
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -66,6 +69,19 @@ def cnn() -> nn.Module:
     )
 
 
+def tracker() -> Any:
+    """The MLflow client when a tracking server is set (the portal sets MLFLOW_TRACKING_URI and a
+    token in its batch jobs) and the client is installed, else None: rank 0 then logs the same scalars
+    there as it trains, which the job's page charts live."""
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        return None
+    try:
+        import mlflow
+    except ImportError:
+        return None
+    return mlflow
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path,
@@ -78,6 +94,7 @@ def main() -> None:
     parser.add_argument("--logdir", type=Path, default=Path(os.environ.get("TENSORBOARD_LOGDIR") or (
         Path.home() / "logs" / "pytorch-ddp" / time.strftime("%Y%m%d-%H%M%S"))))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log-every", type=int, default=10, help="batches between live loss points (MLflow)")
     args = parser.parse_args()
 
     # Under torchrun these are set; alone, this is a world of one.
@@ -117,9 +134,16 @@ def main() -> None:
     amp_dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float16
     scaler = torch.amp.GradScaler("cuda", enabled=amp and amp_dtype == torch.float16)
     writer = SummaryWriter(str(args.logdir)) if rank == 0 else None
+    mlflow = tracker() if rank == 0 else None
     if rank == 0:
         print(f"world={world} backend={dist.get_backend()} device={device} amp={amp} "
               f"train={len(train)} test={len(test)} data={args.data_dir}", flush=True)
+    if mlflow:
+        mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or "mnist-ddp")
+        mlflow.start_run(run_name=os.environ.get("SLURM_JOB_NAME"))
+        mlflow.log_params({"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+                           "train_limit": args.train_limit, "seed": args.seed, "world_size": world})
+    batches = 0
 
     metrics: dict[str, float | int | str] = {}
     for epoch in range(1, args.epochs + 1):
@@ -139,6 +163,9 @@ def main() -> None:
             correct = (logits.argmax(1) == y).sum()
             seen = y.new_tensor(len(y)).float()
             totals += torch.stack([loss.detach().float() * len(y), correct.float(), seen])
+            batches += 1
+            if mlflow and batches % args.log_every == 0:  # a live curve inside long epochs
+                mlflow.log_metric("loss/train_batch", loss.item(), step=batches)
         if cuda:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
@@ -171,12 +198,16 @@ def main() -> None:
                              ("accuracy/test", "test_accuracy"),
                              ("throughput/images_per_sec", "images_per_sec")):
                 writer.add_scalar(tag, metrics[key], epoch)
+                if mlflow:
+                    mlflow.log_metric(tag, metrics[key], step=epoch)
             print(json.dumps(metrics), flush=True)
 
     if writer:
         writer.close()
         (args.logdir / "metrics.json").write_text(json.dumps(metrics) + "\n")
         print("FINAL_METRICS " + json.dumps(metrics), flush=True)
+    if mlflow:
+        mlflow.end_run()
     dist.barrier()  # all ranks leave together: gloo aborts a rank whose peers left first
     dist.destroy_process_group()
 

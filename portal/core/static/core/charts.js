@@ -3,6 +3,7 @@
 // figure and its numbers always come from the same data. A figure with data-actions="false" (a
 // sparkline) has neither. Pages that swap in fresh HTML render its charts with portalCharts.render.
 (function () {
+  if (window.portalCharts) return;  // a page whose parts each load the chart scripts renders once
   function toCsv(rows) {
     if (!rows.length) return "";
     const columns = Object.keys(rows[0]);

@@ -1,0 +1,32 @@
+// A page part that refreshes itself: an element with an id, data-live-url (the same part alone, from
+// the portal's database) and data-live="true" is asked for again every data-interval ms and swapped
+// in when it changed, its charts rendered anew; it stops once the part it gets says data-live="false".
+(function () {
+  "use strict";
+  function follow(box) {
+    const interval = Number(box.dataset.interval || 10000);
+    let seen = box.innerHTML;
+    async function poll() {
+      try {
+        const response = await fetch(box.dataset.liveUrl, {credentials: "same-origin"});
+        if (response.ok) {
+          const html = await response.text();
+          const next = new DOMParser().parseFromString(html, "text/html").getElementById(box.id);
+          if (next && (next.innerHTML !== seen || next.dataset.live !== box.dataset.live)) {
+            seen = next.innerHTML;
+            box.replaceWith(next);
+            box = next;
+            window.portalCharts.render(box);
+          }
+        }
+      } catch (error) {
+        // The network blinked: the next round tries again.
+      }
+      if (box.dataset.live === "true") window.setTimeout(poll, interval);
+    }
+    window.setTimeout(poll, interval);
+  }
+  document.addEventListener("DOMContentLoaded", () => {
+    document.querySelectorAll("[data-live-url][data-live='true']").forEach(follow);
+  });
+})();

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from portal.tracking import views
+
+app_name = "tracking-pages"
+urlpatterns = [
+    path("jobs/<id:job_id>/curves/", views.job_curves_view, name="job-curves"),
+]
