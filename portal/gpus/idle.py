@@ -70,10 +70,9 @@ def idle_next(*, state: str, warned_at: datetime | None, look: IdleLook, rules: 
 
 
 def idle_look(*, owner: dict[str, Any], started: datetime, rules: IdleRules, now: datetime,
-              watch: IdleWatch | None) -> IdleLook:
+              watch: IdleWatch | None, summary: GpuSummary | None) -> IdleLook:
     """Since when the GPUs of one session or job (owner: {"session": ...} or {"job": ...}) have
-    been idle by `rules`, from its points, its last samples and its last activity."""
-    summary = GpuSummary.objects.filter(**owner).first()
+    been idle by `rules`, from its summary (each GPU's last sample), its points and its last activity."""
     stale = now - figures_stale_after()
     if summary is None or summary.first_at is None or summary.last_at is None or summary.last_at < stale:
         return IdleLook(None)
@@ -127,13 +126,14 @@ def idle_gpus_follow(*, now: datetime | None = None, slurm: Slurm | None = None)
     rows = list(IdlePolicy.objects.all())
     sessions = (NotebookServer.objects.filter(ended_at__isnull=True, stop_requested_at__isnull=True,
                                               ready_at__isnull=False, gpus__gt=0, nodes=1)
-                .select_related("user", "idle_watch"))
+                .select_related("user", "idle_watch", "gpu_summary").prefetch_related("user__groups"))
     for server in sessions:
         rules = idle_rules_resolve(partition=server.partition, groups=_groups(server.user), rows=rows)
         _follow_one(owner={"session": server}, started=server.ready_at, gpus=server.gpus, rules=rules,
                     now=now, report=report, slurm=slurm)
     jobs = (Job.objects.filter(state=JobState.RUNNING, gpus_per_node__gt=0, nodes=1, started_at__isnull=False)
-            .select_related("user", "idle_watch").defer("script", "parameters"))
+            .select_related("user", "idle_watch", "gpu_summary").prefetch_related("user__groups")
+            .defer("script", "parameters"))
     for job in jobs:
         rules = idle_rules_resolve(partition=job.partition, groups=_groups(job.user), rows=rows)
         _follow_one(owner={"job": job}, started=job.started_at, gpus=job.gpus_per_node, rules=rules,
@@ -149,13 +149,11 @@ def _groups(user: Any) -> list[str]:
 def _follow_one(*, owner: dict[str, Any], started: datetime, gpus: int, rules: IdleRules, now: datetime,
                 report: IdleReport, slurm: Slurm | None) -> None:
     (kind, work), = owner.items()
-    try:
-        watch = work.idle_watch
-    except IdleWatch.DoesNotExist:
-        watch = None
+    watch = getattr(work, "idle_watch", None)  # None when it has none (an AttributeError subclass)
+    summary = getattr(work, "gpu_summary", None)
     state = watch.state if watch is not None else State.OK
     warned_at = watch.warned_at if watch is not None else None
-    look = idle_look(owner=owner, started=started, rules=rules, now=now, watch=watch)
+    look = idle_look(owner=owner, started=started, rules=rules, now=now, watch=watch, summary=summary)
     nxt = idle_next(state=state, warned_at=warned_at, look=look, rules=rules, now=now, batch=kind == "job")
     if nxt == state:
         return

@@ -223,6 +223,24 @@ def test_a_batch_job_is_flagged_not_cancelled_unless_its_partition_says(hub, sho
 
 
 @pytest.mark.django_db
+def test_a_busy_gpu_after_the_warning_withdraws_it(hub, short):  # noqa: F811
+    server = _session(UserFactory(username="alice"))
+    _minutes(server, 40, 0)
+    idle_gpus_follow()
+    _push(server, util=30.0, at=timezone.now())
+    assert idle_gpus_follow().cleared == 1
+
+
+@pytest.mark.django_db
+def test_one_cycle_costs_one_points_query_per_idle_candidate(hub, short, django_assert_max_num_queries):  # noqa: F811
+    alice = UserFactory(username="alice")
+    for n in range(6):
+        _minutes(_session(alice, name=f"s{n}"), 5, 0)
+    with django_assert_max_num_queries(6 + 6):  # the points of each, the policy rows, the sessions, the jobs
+        assert idle_gpus_follow().warned == 0
+
+
+@pytest.mark.django_db
 def test_a_django_group_policy_applies(hub, short):  # noqa: F811
     alice = UserFactory(username="alice")
     alice.groups.add(Group.objects.create(name="long-idle"))
