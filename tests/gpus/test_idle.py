@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core import mail
 from django.utils import timezone
 
 from portal.core.errors import Conflict
@@ -238,6 +239,18 @@ def test_one_cycle_costs_one_points_query_per_idle_candidate(hub, short, django_
         _minutes(_session(alice, name=f"s{n}"), 5, 0)
     with django_assert_max_num_queries(6 + 6):  # the points of each, the policy rows, the sessions, the jobs
         assert idle_gpus_follow().warned == 0
+
+
+@pytest.mark.django_db
+def test_with_idle_gpus_email_on_the_warning_is_mailed(hub, short, settings,  # noqa: F811
+                                                       django_capture_on_commit_callbacks):
+    settings.IDLE_GPUS_EMAIL = True
+    server = _session(UserFactory(username="alice"))
+    _minutes(server, 40, 0)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert idle_gpus_follow().warned == 1
+    (sent,) = mail.outbox
+    assert sent.to == ["alice@gpuportal.test"] and "Idle GPUs: idle will be stopped" in sent.subject
 
 
 @pytest.mark.django_db
