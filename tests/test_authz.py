@@ -47,7 +47,7 @@ class Row:
     path: Callable[[World], str]
     via: str
     expect: dict
-    body: dict | None = None
+    body: dict | Callable[[World], dict] | None = None
 
 
 def _fixed(path: str) -> Callable[[World], str]:
@@ -101,6 +101,57 @@ def _preset(world: World) -> int:
     found = Preset.objects.filter(user=world.job.user).first()
     return (found or Preset.objects.create(user=world.job.user, kind="session", name="mine",
                                            values={"gpus": 1})).pk
+
+
+def _tracked(world: World) -> dict:
+    """The owner's experiment and run (MLflow's tracking API, portal.tracking), with a metric and a
+    tag: {"experiment_id", "run_id"}."""
+    from portal.tracking.models import Run
+    from portal.tracking.services import experiment_create, log_batch, run_create
+
+    owner = world.job.user
+    run = Run.objects.filter(owner=owner).first()
+    if run is None:
+        experiment = experiment_create(user=owner, name="authz")
+        run = run_create(user=owner, experiment_id=experiment.pk, start_time=1, run_name="r",
+                         tags=[{"key": "t", "value": "v"}])
+        log_batch(user=owner, run_id=run.run_id, metrics=[{"key": "m", "value": 1, "timestamp": 1}],
+                  params=[], tags=[])
+    return {"experiment_id": str(run.experiment_id), "run_id": run.run_id, "experiment_name": "authz"}
+
+
+def _mlflow_rows() -> dict[str, list[Row]]:
+    """MLflow's REST API: the owner's experiments and runs; anybody else's do not exist (404), an
+    admin reads them but writes only their own; searches answer everybody (with their own)."""
+    api_write = {**API_MINE, "admin": 404}
+    # Names are per user: an admin's get-by-name finds only their own.
+    reads = {"experiments/get": (lambda w: f"experiment_id={_tracked(w)['experiment_id']}", API_MINE),
+             "experiments/get-by-name": (lambda w: f"experiment_name={_tracked(w)['experiment_name']}",
+                                         api_write),
+             "runs/get": (lambda w: f"run_id={_tracked(w)['run_id']}", API_MINE),
+             "metrics/get-history": (lambda w: f"run_id={_tracked(w)['run_id']}&metric_key=m", API_MINE)}
+    writes = {"experiments/update": {"new_name": "renamed"}, "experiments/delete": {},
+              "runs/create": {}, "runs/update": {"status": "FINISHED"}, "runs/delete": {},
+              "runs/log-batch": {"metrics": []}, "runs/set-tag": {"key": "u", "value": "1"},
+              "runs/log-metric": {"key": "m", "value": 2, "timestamp": 2},
+              "runs/log-parameter": {"key": "p", "value": "1"}, "runs/delete-tag": {"key": "t"}}
+    rows = {f"api/2.0/mlflow/{name}": [Row("GET", lambda w, q=query, n=name: f"/api/2.0/mlflow/{n}?{q(w)}",
+                                           A, expect)]
+            for name, (query, expect) in reads.items()}
+    for name, extra in writes.items():
+        field = "experiment_id" if name.startswith("experiments/") or name == "runs/create" else "run_id"
+        rows[f"api/2.0/mlflow/{name}"] = [Row(
+            "POST", _fixed(f"/api/2.0/mlflow/{name}"), A, api_write,
+            body=lambda w, f=field, e=extra: {f: _tracked(w)[f], **e})]
+    for name, body in (("experiments/create", {"name": "new"}), ("experiments/search", {}),
+                       ("runs/search", {"experiment_ids": ["0"]}), ("logged-models/search", {})):
+        rows[f"api/2.0/mlflow/{name}"] = [Row("POST", _fixed(f"/api/2.0/mlflow/{name}"), A, API_ANY,
+                                              body=body)]
+    # The rest of MLflow's API: not implemented, for anybody signed in.
+    not_implemented = {**API_ANY, "owner": 501, "other": 501, "admin": 501}
+    rows[r"^api/[23]\.0/mlflow(?:-artifacts)?/"] = [Row("GET", _fixed("/api/2.0/mlflow/traces"), A,
+                                                        not_implemented)]
+    return rows
 
 
 PAGE_ADMIN = {**PAGE_ANY, "owner": 403, "other": 403}
@@ -286,6 +337,10 @@ ROWS: dict[str, list[Row]] = {
     "api/schema/": [Row("GET", _fixed("/api/schema/"), A, {**PUBLIC, "revoked": 401,
                                                                  "deprovisioned": 401})],
     "api/docs/": [Row("GET", _fixed("/api/docs/"), P, PAGE_ANY)],
+    # A job's live curves, what its page polls: as the job page.
+    "tracking/jobs/<id:job_id>/curves/": [Row("GET", lambda w: f"/tracking/jobs/{w.job.pk}/curves/", P,
+                                              PAGE_MINE)],
+    **_mlflow_rows(),
 }
 
 
@@ -343,7 +398,7 @@ def _client(principal: str, via: str) -> APIClient:
 
 def _check(client: APIClient, row: Row, world: World, principal: str) -> None:
     path = row.path(world)
-    body = "" if row.body is None else json.dumps(row.body)
+    body = "" if row.body is None else json.dumps(row.body(world) if callable(row.body) else row.body)
     response = client.generic(row.method, path, data=body, content_type="application/json")
     expected = row.expect[principal]
     allowed = expected if isinstance(expected, tuple) else (expected,)
