@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SEP = "\t"  # between label values in a hash field: never in a route pattern, method or task name
 
+
 @functools.cache
 def _redis(url: str) -> redis.Redis:
     """One client (a fork-safe connection pool) per process and URL; no retries: a count is not
