@@ -139,6 +139,7 @@ def main() -> None:
         print(f"world={world} backend={dist.get_backend()} device={device} amp={amp} "
               f"train={len(train)} test={len(test)} data={args.data_dir}", flush=True)
     if mlflow:
+        mlflow.config.enable_async_logging()  # points go in batches from a thread: training never waits
         mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or "mnist-ddp")
         mlflow.start_run(run_name=os.environ.get("SLURM_JOB_NAME"))
         mlflow.log_params({"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
@@ -194,12 +195,13 @@ def main() -> None:
             "backend": dist.get_backend(),
         }
         if writer:
-            for tag, key in (("loss/train", "train_loss"), ("accuracy/train", "train_accuracy"),
-                             ("accuracy/test", "test_accuracy"),
-                             ("throughput/images_per_sec", "images_per_sec")):
-                writer.add_scalar(tag, metrics[key], epoch)
-                if mlflow:
-                    mlflow.log_metric(tag, metrics[key], step=epoch)
+            scalars = {tag: metrics[key] for tag, key in (
+                ("loss/train", "train_loss"), ("accuracy/train", "train_accuracy"),
+                ("accuracy/test", "test_accuracy"), ("throughput/images_per_sec", "images_per_sec"))}
+            for tag, value in scalars.items():
+                writer.add_scalar(tag, value, epoch)
+            if mlflow:
+                mlflow.log_metrics(scalars, step=epoch)
             print(json.dumps(metrics), flush=True)
 
     if writer:
