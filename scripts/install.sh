@@ -96,8 +96,8 @@ done
 # code-server (VS Code in the browser) for the VS Code app and JupyterLab's VS Code tile, outside the
 # clone in /opt/gpuportal/code-server; skipped when that version is there (about 45 s the first time).
 "$ROOT/scripts/code-server.sh"
-# With --dev: the real MLflow client (mlflow-skinny, pinned) in its own venv outside the clone, for
-# tests/tracking/test_mlflow_client_real.py; skipped when that version is there.
+# With --dev: the real MLflow client (mlflow-skinny) and MLflow's own server (mlflow), pinned, each in
+# its own venv outside the clone, for tests/tracking; skipped when that version is there.
 ((dev)) && "$ROOT/scripts/mlflow-client.sh"
 # The R kernel, visible to every user's JupyterLab (/usr/local/share/jupyter/kernels/ir).
 if [[ ! -e /usr/local/share/jupyter/kernels/ir/kernel.json ]]; then
