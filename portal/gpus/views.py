@@ -13,7 +13,7 @@ from portal.jobs.selectors import job_get
 @login_required
 @require_GET
 def job_card_view(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The job page's GPU card alone, from the database (gpus/live.js swaps it in)."""
+    """The job page's GPU card alone, from the database (core/live.js swaps it in)."""
     job = job_get(user=request.user, job_id=job_id)
     if job is None:
         raise Http404("No such job.")

@@ -45,7 +45,7 @@ def test_a_running_job_waits_for_its_first_sample_and_an_ended_one_shows_nothing
     client.force_login(job.user)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="gpus"' not in page and 'id="gpus-waiting"' in page and 'data-live="true"' in page
-    assert "gpus/live.js" in page
+    assert "core/live.js" in page
     Job.objects.filter(pk=job.pk).update(state=JobState.COMPLETED)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="gpus-live"' not in page and "vega-lite" not in page

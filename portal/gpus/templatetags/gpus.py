@@ -19,7 +19,7 @@ register = template.Library()
 @register.inclusion_tag("gpus/_job_gpus.html", takes_context=True)
 def job_gpus(context: dict, job: Job) -> dict[str, Any]:
     """Nothing for a job without GPUs, nor for an ended one without samples; a running job's card
-    refreshes itself (gpus/live.js, from gpus:job-card); the chart scripts only when the page has
+    refreshes itself (core/live.js, from gpus:job-card); the chart scripts only when the page has
     none yet."""
     figures = job_gpu_figures(job=job)
     return {"job": job, "figures": figures, "chart": job_gpu_chart(series=figures["series"]),

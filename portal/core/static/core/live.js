@@ -3,6 +3,8 @@
 // in when it changed, its charts rendered anew; it stops once the part it gets says data-live="false".
 (function () {
   "use strict";
+  if (window.portalLive) return;  // a page whose parts each load it follows each part once
+  window.portalLive = true;
   function follow(box) {
     const interval = Number(box.dataset.interval || 10000);
     let seen = box.innerHTML;
