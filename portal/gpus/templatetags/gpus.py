@@ -19,13 +19,11 @@ register = template.Library()
 @register.inclusion_tag("gpus/_job_gpus.html", takes_context=True)
 def job_gpus(context: dict, job: Job) -> dict[str, Any]:
     """Nothing for a job without GPUs, nor for an ended one without samples; a running job's card
-    refreshes itself (core/live.js, from gpus:job-card); the chart scripts only when the page has
-    none yet."""
+    refreshes itself (core/live.js, from gpus:job-card), which the card alone (`fragment`) does not
+    load again."""
     figures = job_gpu_figures(job=job)
     return {"job": job, "figures": figures, "chart": job_gpu_chart(series=figures["series"]),
-            "live": job.gpus > 0 and not job.is_terminal,
-            "fragment": context.get("fragment", False),
-            "scripts_loaded": bool(context.get("metrics_chart")) or context.get("fragment", False)}
+            "live": job.gpus > 0 and not job.is_terminal, "fragment": context.get("fragment", False)}
 
 
 @register.simple_tag(takes_context=True)
