@@ -28,6 +28,7 @@ def job_gpus(context: dict, job: Job) -> dict[str, Any]:
 
 @register.simple_tag(takes_context=True)
 def session_gpus(context: dict, card: ServerCard) -> dict[str, Any] | None:
+    """The card's session's GPU figures (gpus/_session_gpus.html); None for one without GPUs."""
     return session_card_gpus(user=context["user"], name=card.name)
 
 
