@@ -12,6 +12,8 @@ from slurm import parsing
 from slurm.runner import SlurmRunner
 
 _JOB_ID = re.compile(r"^[1-9][0-9]{0,15}$")
+# What sacctmgr accepts as an account name without quoting questions (lower case, as it stores them).
+_ACCOUNT = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 # Slurm's largest finite time limit (INFINITE is one more); a sanity bound, the caps are lower.
 MAX_MINUTES = 0xFFFFFFFE
 
@@ -121,3 +123,64 @@ class Slurm:
         else:
             args += ["--jobs", ",".join(job_ids)]
         return parsing.parse_sacct(self.runner.run("sacct", args), delimiter)
+
+    def gpu_usage(self, job_ids: Sequence[str]) -> parsing.Parsed[parsing.StepGpuUsage]:
+        """Slurm's own GPU figures (gres/gpuutil, gres/gpumem) of every step of the given jobs (one
+        `sacct`); empty figures where the cluster does not record them (Slurm before 23.02)."""
+        if not job_ids or not all(_JOB_ID.fullmatch(job_id) for job_id in job_ids):
+            raise ValueError(f"not Slurm job ids: {job_ids!r}")
+        delimiter = parsing.new_delimiter()
+        args = ["--noheader", "--parsable", f"--delimiter={delimiter}", "--jobs", ",".join(job_ids),
+                "--format", ",".join(parsing.GPU_USAGE_FIELDS)]
+        return parsing.parse_sacct_gpu_usage(self.runner.run("sacct", args), delimiter)
+
+    # --- Projects: Slurm accounts with a GPU-minutes budget (GrpTRESMins), as the Slurm Operator ---
+
+    def gpu_budgets(self, *, accounts: Sequence[str]) -> parsing.Parsed[parsing.GpuBudget]:
+        """Each account's gres/gpu limit and usage (one `sshare` for all of them)."""
+        output = self.runner.run("sshare", ["--noheader", "--parsable2", "--accounts",
+                                            ",".join(_accounts(accounts)),
+                                            "--format", ",".join(parsing.BUDGET_FIELDS)])
+        return parsing.parse_budgets(output)
+
+    def account_members(self, *, accounts: Sequence[str]) -> dict[str, set[str]]:
+        """The users of each existing account (one `sacctmgr list assoc`); absent: no such account."""
+        output = self.runner.run("sacctmgr", ["--noheader", "--parsable2", "list", "assoc",
+                                              f"account={','.join(_accounts(accounts))}",
+                                              "format=Account,User"])
+        members: dict[str, set[str]] = {}
+        for line in output.splitlines():
+            account, _, user = line.strip().partition("|")
+            if account:
+                members.setdefault(account, set())
+                if user:
+                    members[account].add(user)
+        return members
+
+    def account_add(self, *, account: str, description: str) -> None:
+        self.runner.run("sacctmgr", ["--immediate", "add", "account", _accounts([account])[0],
+                                     f"Description={description}", f"Organization={account}"])
+
+    def account_users_add(self, *, account: str, users: Sequence[str]) -> None:
+        if users:
+            self.runner.run("sacctmgr", ["--immediate", "add", "user", ",".join(users),
+                                         f"account={_accounts([account])[0]}"])
+
+    def account_users_remove(self, *, account: str, users: Sequence[str]) -> None:
+        if users:
+            self.runner.run("sacctmgr", ["--immediate", "delete", "user", ",".join(users),
+                                         f"account={_accounts([account])[0]}"])
+
+    def account_budget_set(self, *, account: str, minutes: int | None) -> None:
+        """`GrpTRESMins=gres/gpu=N` on the account's association; None lifts the limit (-1)."""
+        if minutes is not None and (isinstance(minutes, bool) or not 0 <= minutes <= MAX_MINUTES):
+            raise ValueError(f"not a budget in minutes: {minutes!r}")
+        self.runner.run("sacctmgr", ["--immediate", "modify", "account", _accounts([account])[0], "set",
+                                     f"GrpTRESMins=gres/gpu={-1 if minutes is None else minutes}"])
+
+
+def _accounts(accounts: Sequence[str]) -> list[str]:
+    bad = [name for name in accounts if not _ACCOUNT.fullmatch(name)]
+    if bad or not accounts:
+        raise ValueError(f"not Slurm account names: {bad or accounts!r}")
+    return list(accounts)

@@ -452,3 +452,100 @@ def parse_sshare(output: str) -> Parsed[FairShare]:
             malformed += 1
             logger.warning("skipped a malformed sshare row (%s): %s", error, _excerpt(line))
     return Parsed(rows=rows, malformed=malformed)
+
+
+# --- GPU-hour budgets: each project account's GrpTRESMins limit and usage, once per poll cycle ---
+
+
+@dataclass(frozen=True)
+class GpuBudget:
+    """One account's own `sshare` row: its GPU-minutes limit and what Slurm counts against it."""
+
+    account: str
+    limit_minutes: int | None  # None: no gres/gpu limit
+    used_minutes: int  # GrpTRESRaw's gres/gpu: the (decayed) usage Slurm enforces the limit against
+
+
+BUDGET_FIELDS = ["Account", "User", "GrpTRESMins", "GrpTRESRaw"]
+
+
+def _tres(text: str, name: str) -> int | None:
+    """One TRES's value from 'cpu=10,gres/gpu=60' ('' or a missing name: None)."""
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key.strip() == name:
+            return _count(value.strip())
+    return None
+
+
+def parse_budgets(output: str) -> Parsed[GpuBudget]:
+    """Account rows of `sshare --parsable2` with BUDGET_FIELDS (user rows are skipped)."""
+    rows: list[GpuBudget] = []
+    malformed = 0
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        values = [value.strip() for value in line.split("|")]
+        try:
+            if len(values) != len(BUDGET_FIELDS):
+                raise ValueError(f"expected {len(BUDGET_FIELDS)} fields, got {len(values)}")
+            account, user, limits, raw = values
+            if user:
+                continue
+            rows.append(GpuBudget(account=account, limit_minutes=_tres(limits, "gres/gpu"),
+                                  used_minutes=_tres(raw, "gres/gpu") or 0))
+        except ValueError as error:
+            malformed += 1
+            logger.warning("skipped a malformed sshare budget row (%s): %s", error, _excerpt(line))
+    return Parsed(rows=rows, malformed=malformed)
+
+
+# GPU use recorded by Slurm itself (Slurm >= 23.02 with gres.conf AutoDetect=nvml and gres/gpu in
+# AccountingStorageTRES, which adds gres/gpumem and gres/gpuutil): per step, in the TRESUsageIn*
+# fields, never on the allocation row that `accounting` reads. Values are whole numbers; memory
+# may carry a K/M/G/T/P suffix (powers of 1024), bytes without one.
+GPU_USAGE_FIELDS = ["JobID", "TRESUsageInAve", "TRESUsageInMax"]
+_TRES_ITEM = re.compile(
+    r"(?:^|,)(?P<name>gres/gpu(?:util|mem))=(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)(?=,|$)", re.ASCII)
+_MIB_PER_UNIT = {"": 1 / 1024**2, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
+
+
+@dataclass(frozen=True)
+class GpuTres:
+    """gres/gpuutil (%) and gres/gpumem (MiB) of one TRES string; None where it has none."""
+
+    util: float | None = None
+    mem_mib: float | None = None
+
+
+def parse_gpu_tres(text: str) -> GpuTres:
+    """'cpu=00:00:01,gres/gpumem=512M,gres/gpuutil=37,mem=4K' -> GpuTres(37.0, 512.0). Anything
+    else (22.05's fields without them, '', garbage) reads as no data."""
+    found: dict[str, float] = {}
+    for match in _TRES_ITEM.finditer(text.strip()):
+        value = float(match["value"])
+        if match["name"] == "gres/gpumem":
+            value *= _MIB_PER_UNIT[match["unit"]]
+        elif match["unit"]:
+            continue
+        found[match["name"]] = value
+    return GpuTres(util=found.get("gres/gpuutil"), mem_mib=found.get("gres/gpumem"))
+
+
+@dataclass(frozen=True)
+class StepGpuUsage:
+    """One step of `sacct --jobs` ('123', '123.batch', '123.0'): mean and peak of its GPUs."""
+
+    job_id: str
+    ave: GpuTres
+    max: GpuTres
+
+
+def _step_gpu_usage(values: list[str]) -> StepGpuUsage:
+    job_id, ave, peak = values
+    return StepGpuUsage(job_id=job_id, ave=parse_gpu_tres(ave), max=parse_gpu_tres(peak))
+
+
+def parse_sacct_gpu_usage(output: str, delimiter: str) -> Parsed[StepGpuUsage]:
+    """Rows of `sacct --parsable --delimiter=<delimiter> --format JobID,TRESUsageInAve,TRESUsageInMax`."""
+    return _parse(output, delimiter, len(GPU_USAGE_FIELDS), _step_gpu_usage, "sacct")
