@@ -14,6 +14,7 @@ from portal.jobs import api as jobs_api
 from portal.launches import api as launches_api
 from portal.notifications import api as notifications_api
 from portal.policy import api as policy_api
+from portal.projects import api as projects_api
 from portal.reports import api as reports_api
 from portal.servers import api as servers_api
 from portal.tensorboards import api as tensorboards_api
@@ -39,6 +40,7 @@ urlpatterns = [
     path("jobs/<id:job_id>/metrics/", jobs_api.JobMetricsApi.as_view(), name="job-metrics"),
     path("jobs/<id:job_id>/gpu/", gpus_api.JobGpuApi.as_view(), name="job-gpu"),
     path("policy/", policy_api.PolicyApi.as_view(), name="policy"),
+    path("projects/", projects_api.ProjectListApi.as_view(), name="projects"),
     path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),

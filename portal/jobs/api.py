@@ -81,7 +81,8 @@ class JobListCreateApi(ListAPIView):
                          parameters=data.validated_data["parameters"],
                          name=data.validated_data.get("name") or None, idempotency_key=key,
                          request_digest=request_digest(data.validated_data),
-                         notify_email=data.validated_data.get("notify_email"))
+                         notify_email=data.validated_data.get("notify_email"),
+                         account=data.validated_data.get("account", ""))
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
 

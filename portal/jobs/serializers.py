@@ -43,6 +43,10 @@ class JobSubmitInputSerializer(serializers.Serializer):
     name = fields.CharField(max_length=200, required=False, allow_blank=True)
     notify_email = fields.BooleanField(
         required=False, help_text="E-mail me when it ends; default: your setting (/api/v1/notifications/)")
+    account = fields.CharField(
+        max_length=32, required=False, allow_blank=True,
+        help_text="The Slurm account of one of your projects (GET /api/v1/projects/), charged and limited "
+                  "by its GPU-hour budget; default: your default account")
 
 
 class JobFilterSerializer(serializers.Serializer):

@@ -19,6 +19,7 @@ from portal.gpus.idle import IdleReport, idle_gpus_follow
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
+from portal.projects.services import projects_usage_refresh
 from portal.servers.models import NotebookServer
 from portal.servers.services import (
     servers_apply_accounting,
@@ -48,6 +49,7 @@ class CycleReport:
     servers_cancelled: int = 0
     sacct_calls: int = 0
     waiting: int = 0  # pending jobs whose why-waiting rows this cycle wrote
+    projects: int = 0  # projects whose GPU-hour usage this cycle read
     inactive: InactiveWorkReport | None = None  # the work of deprovisioned users it ended
     idle: IdleReport | None = None  # sessions warned or stopped, jobs flagged, for idle GPUs
 
@@ -82,6 +84,8 @@ def _cycle(slurm: Slurm) -> CycleReport:
     report.idle = idle_gpus_follow(slurm=slurm)
     # One squeue --start, sprio and sshare for everybody, and only when something is pending.
     report.waiting = waits_refresh(queue=queue, slurm=slurm, now=status.checked_at)
+    # One sshare for every project's budget and usage (none without projects).
+    report.projects = projects_usage_refresh(slurm=slurm, now=status.checked_at)
     return report
 
 

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "portal.tracking",
     "portal.metrics",
     "portal.waits",
+    "portal.projects",
 ]
 
 MIDDLEWARE = [

@@ -1,5 +1,6 @@
 from django.db import models
 
+from portal.projects.models import Project
 from portal.waits.reasons import reason_text
 
 
@@ -32,7 +33,12 @@ class Waiting(models.Model):
 
     @property
     def reason_text(self) -> str:
-        return reason_text(self.reason)
+        project = Project.objects.filter(slurm_account=self.account).first() if self.account else None
+        if project is None:
+            return reason_text(self.reason)
+        limit = project.slurm_limit_gpu_minutes
+        hours = project.budget_gpu_hours if limit is None else limit / 60
+        return reason_text(self.reason, project=project.name, budget_gpu_hours=hours)
 
     @property
     def priority(self) -> dict[str, int] | None:

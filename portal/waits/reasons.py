@@ -94,12 +94,18 @@ _HOURS = {"cpu": "CPU-hours", "gres": "GPU-hours", "mem": "memory-hours", "memor
 _PER = {"PerJob": "one job", "PerNode": "one node", "PerUser": "one user", "PerAccount": "one project"}
 
 
-def reason_text(reason: str) -> str:
-    """Slurm's pending reason (as squeue prints it) in plain words; '' for none."""
+def reason_text(reason: str, *, project: str = "", budget_gpu_hours: float | None = None) -> str:
+    """Slurm's pending reason (as squeue prints it) in plain words; '' for none. `project`: the
+    portal's name of the job's Slurm account, when it is a project (portal.projects), which the
+    words for its spent GPU-hour budget name."""
     reason = reason.strip()
     if not reason:
         return ""
     code = reason.split(",", 1)[0].strip()
+    if project and code == "AssocGrpGRESMinutes":
+        budget = "" if budget_gpu_hours is None else f" {budget_gpu_hours:g}"
+        return (f"Project {project} has used its{budget} GPU-hours; ask an admin or pick another project "
+                "(cancel it and submit it under another).")
     words = _WORDS.get(reason) or _WORDS.get(code) or _limit_text(code)
     if words is None:
         return f"Slurm says “{reason}”, a reason the portal has no plain words for."

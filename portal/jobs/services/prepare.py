@@ -27,6 +27,7 @@ from portal.jobs.job_templates import (
 from portal.jobs.selectors import PartitionLimits, partition_limits_list
 from portal.policy.rules import job_limits_check
 from portal.policy.services import policy_current, user_groups
+from portal.projects.selectors import user_projects
 from slurm.parsing import format_duration
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+-]{0,63}$")
@@ -49,6 +50,7 @@ class JobDraft:
     time_limit: timedelta
     output_dir: str
     script: str
+    account: str = ""  # a project's Slurm account (#SBATCH --account); '' for the user's default
 
 
 def job_logdir(*, home: str, job_uuid: uuid.UUID) -> str:
@@ -67,7 +69,7 @@ def unix_account(username: str) -> pwd.struct_passwd:
 
 
 def job_prepare(*, user: User, template: str, parameters: Any, name: str | None = None,
-                job_uuid: uuid.UUID | None = None) -> JobDraft:
+                job_uuid: uuid.UUID | None = None, account: str = "") -> JobDraft:
     """Validate everything and render the script; raises InvalidInput and never calls Slurm."""
     found = catalog().templates.get(template)
     if found is None:
@@ -109,12 +111,14 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         elif environment is None:
             problems["environment"] = [f"Unknown or unavailable environment {values['environment']!r}; "
                                        "GET /api/v1/environments/ lists those you can use."]
+    if account and not user_projects(user=user).filter(slurm_account=account).exists():
+        errors["account"] = [f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."]
     if problems:
         errors["parameters"] = problems
     if errors:
         raise InvalidInput(errors)
     assert partition is not None
-    account = unix_account(user.username)
+    slurm_account, account = account, unix_account(user.username)
     job_uuid = job_uuid or uuid.uuid4()
     output_dir = settings.JOBS_OUTPUT_DIR.format(home=account.pw_dir.rstrip("/"))
     nodes, gpus = found.resource(values, "nodes"), found.resource(values, "gpus_per_node")
@@ -122,6 +126,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         uuid=job_uuid, template=found, name=name, values=values, partition=partition, nodes=nodes,
         gpus_per_node=gpus, cpus_per_node=partition.cpus(gpus), mem_mb_per_node=partition.mem_mb(gpus),
         time_limit=timedelta(minutes=values["time_limit"]), output_dir=output_dir, script="",
+        account=slurm_account,
     )
     paths = JobPaths(id=str(job_uuid), dir=f"{output_dir}/job-{job_uuid}",
                      stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err",
@@ -199,6 +204,8 @@ def _header(draft: JobDraft, paths: JobPaths) -> str:
         ("partition", draft.partition.name), ("nodes", draft.nodes), ("ntasks-per-node", 1),
         ("cpus-per-task", draft.cpus_per_node), ("mem", f"{draft.mem_mb_per_node}M"),
     ]
+    if draft.account:
+        options.append(("account", draft.account))
     if draft.gpus_per_node:
         options.append(("gres", f"gpu:{draft.gpus_per_node}"))
     options += [("time", format_duration(draft.time_limit)), ("chdir", draft.output_dir),

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 def job_submit(*, user: User, template: str, parameters: Any, name: str | None = None,
                job_uuid: uuid.UUID | None = None, idempotency_key: str = "",
-               request_digest: str = "", notify_email: bool | None = None) -> Job:
+               request_digest: str = "", notify_email: bool | None = None, account: str = "") -> Job:
     """Validate and store the job, then queue its first sbatch in Celery; returns at once.
 
     With an idempotency key, a repeated request returns the job the first one created."""
@@ -54,7 +54,8 @@ def job_submit(*, user: User, template: str, parameters: Any, name: str | None =
         if same.user_id != user.pk:
             raise Conflict("This form was already used; open New job again.", code="job_uuid_taken")
         return same
-    draft = job_prepare(user=user, template=template, parameters=parameters, name=name, job_uuid=job_uuid)
+    draft = job_prepare(user=user, template=template, parameters=parameters, name=name, job_uuid=job_uuid,
+                        account=account)
     try:
         job = job_create(user=user, draft=draft, idempotency_key=idempotency_key,
                          request_digest=request_digest, notify_email=notify_email)

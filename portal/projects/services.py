@@ -1,0 +1,81 @@
+"""Applying projects to Slurm, and reading their usage back once per poll cycle."""
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from portal.accounts.ldap import group_members
+from portal.projects.models import Project, ProjectUsageDay
+from slurm.adapter import Slurm
+from slurm.errors import SlurmError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncReport:
+    accounts_added: list[str] = field(default_factory=list)
+    users_added: dict[str, list[str]] = field(default_factory=dict)
+    users_removed: dict[str, list[str]] = field(default_factory=dict)
+    budgets_set: dict[str, int | None] = field(default_factory=dict)
+
+
+def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) -> SyncReport:
+    """Make Slurm match the projects: each account exists, its users are exactly its LDAP group's
+    members, its GrpTRESMins=gres/gpu is the budget. Idempotent: two reads for all projects, and a
+    write only where something differs. Raises DirectoryUnavailable or SlurmError, having changed
+    nothing for the projects not reached."""
+    chosen = list(Project.objects.all() if projects is None else projects)
+    report = SyncReport()
+    if not chosen:
+        return report
+    accounts = [project.slurm_account for project in chosen]
+    existing = slurm.account_members(accounts=accounts)
+    limits = {row.account: row.limit_minutes for row in slurm.gpu_budgets(accounts=accounts).rows}
+    for project in chosen:
+        account = project.slurm_account
+        members = group_members(project.ldap_group).usernames
+        if account not in existing:
+            slurm.account_add(account=account, description=f"gpuportal project {project.name}")
+            report.accounts_added.append(account)
+        have = existing.get(account, set())
+        if missing := sorted(members - have):
+            slurm.account_users_add(account=account, users=missing)
+            report.users_added[account] = missing
+        if extra := sorted(have - members):
+            slurm.account_users_remove(account=account, users=extra)
+            report.users_removed[account] = extra
+        minutes = None if project.budget_gpu_hours is None else project.budget_gpu_hours * 60
+        if account not in limits or limits[account] != minutes:
+            slurm.account_budget_set(account=account, minutes=minutes)
+            report.budgets_set[account] = minutes
+        Project.objects.filter(pk=project.pk).update(synced_at=timezone.now())
+    return report
+
+
+def projects_usage_refresh(*, slurm: Slurm, now: datetime) -> int:
+    """One `sshare` for every project's account: its limit and usage, and today's usage row.
+    If Slurm fails, the last values stay (usage_checked_at says how old). Returns how many."""
+    projects = {project.slurm_account: project for project in Project.objects.all()}
+    if not projects:
+        return 0
+    try:
+        rows = slurm.gpu_budgets(accounts=sorted(projects)).rows
+    except SlurmError as error:
+        logger.warning("project budgets not refreshed, Slurm failed: %s", error.message)
+        return 0
+    day = timezone.localdate(now)
+    with transaction.atomic():
+        for row in rows:
+            if (project := projects.get(row.account)) is None:
+                continue
+            Project.objects.filter(pk=project.pk).update(
+                slurm_limit_gpu_minutes=row.limit_minutes, used_gpu_minutes=row.used_minutes,
+                usage_checked_at=now)
+            ProjectUsageDay.objects.update_or_create(
+                project=project, day=day, defaults={"used_gpu_minutes": row.used_minutes})
+    return len(rows)

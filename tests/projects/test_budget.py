@@ -1,0 +1,46 @@
+"""Budgets as Slurm prints them and as the portal shows them (limit, used, left, run-out)."""
+
+from datetime import date, datetime
+
+import pytest
+
+from portal.projects.models import Project, ProjectUsageDay
+from portal.projects.selectors import project_budget
+from slurm.parsing import parse_budgets
+
+# What the bed's `sshare --accounts=... --format=Account,User,GrpTRESMins,GrpTRESRaw` prints.
+SSHARE = """vision||gres/gpu=30000|cpu=168,mem=992825,energy=0,node=25,billing=168,gres/gpu=37
+vision|alice||cpu=1,gres/gpu=5
+nlp|||cpu=0,mem=0,energy=0,node=0,billing=0,gres/gpu=0
+broken|x
+"""
+
+
+def test_sshare_account_rows_give_limit_and_usage_in_gpu_minutes():
+    parsed = parse_budgets(SSHARE)
+    assert [(row.account, row.limit_minutes, row.used_minutes) for row in parsed.rows] == [
+        ("vision", 30000, 37), ("nlp", None, 0)]
+    assert parsed.malformed == 1
+
+
+@pytest.mark.django_db
+def test_budget_left_warning_and_run_out_from_the_last_14_days():
+    project = Project.objects.create(name="vision", ldap_group="g", slurm_account="vision",
+                                     budget_gpu_hours=500, slurm_limit_gpu_minutes=30000,
+                                     used_gpu_minutes=25200,
+                                     usage_checked_at=datetime(2026, 11, 20, 12, 0).astimezone())
+    ProjectUsageDay.objects.create(project=project, day=date(2026, 11, 1), used_gpu_minutes=0)  # too old
+    ProjectUsageDay.objects.create(project=project, day=date(2026, 11, 10), used_gpu_minutes=10800)
+    ProjectUsageDay.objects.create(project=project, day=date(2026, 11, 20), used_gpu_minutes=25200)
+    budget = project_budget(project=project, today=date(2026, 11, 20))
+    assert (budget.limit_hours, budget.used_hours, budget.left_hours) == (500, 420, 80)
+    assert budget.burn_hours_per_day == 24  # 240 hours in 10 days
+    assert budget.run_out == date(2026, 11, 23) and budget.level == "warning"
+
+    project.used_gpu_minutes = 30000
+    assert project_budget(project=project, today=date(2026, 11, 20)).level == "exhausted"
+    project.slurm_limit_gpu_minutes = None
+    project.budget_gpu_hours = None
+    unlimited = project_budget(project=project, today=date(2026, 11, 20))
+    assert (unlimited.limit_hours, unlimited.left_hours, unlimited.run_out) == (None, None, None)
+    assert unlimited.level == ""
