@@ -17,6 +17,7 @@ import gzip
 import json
 import os
 import struct
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -70,14 +71,20 @@ def cnn() -> nn.Module:
 
 
 def tracker() -> Any:
-    """The MLflow client when a tracking server is set (the portal sets MLFLOW_TRACKING_URI and a
-    token in its batch jobs) and the client is installed, else None: rank 0 then logs the same scalars
-    there as it trains, which the job's page charts live."""
+    """The MLflow client with a run started, when a tracking server is set (the portal sets
+    MLFLOW_TRACKING_URI and a token in its batch jobs) and the client is installed, else None: rank 0
+    then logs the same scalars there as it trains, which the job's page charts live. A tracking server
+    that is down or refuses costs the curves, never the training."""
     if not os.environ.get("MLFLOW_TRACKING_URI"):
         return None
     try:
         import mlflow
-    except ImportError:
+
+        mlflow.config.enable_async_logging()  # points go in batches from a thread: training never waits
+        mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or "mnist-ddp")
+        mlflow.start_run(run_name=os.environ.get("SLURM_JOB_NAME"))
+    except Exception as error:  # ImportError, or whatever the client raises for the server
+        print(f"MLflow tracking off: {error}", file=sys.stderr, flush=True)
         return None
     return mlflow
 
@@ -139,9 +146,6 @@ def main() -> None:
         print(f"world={world} backend={dist.get_backend()} device={device} amp={amp} "
               f"train={len(train)} test={len(test)} data={args.data_dir}", flush=True)
     if mlflow:
-        mlflow.config.enable_async_logging()  # points go in batches from a thread: training never waits
-        mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or "mnist-ddp")
-        mlflow.start_run(run_name=os.environ.get("SLURM_JOB_NAME"))
         mlflow.log_params({"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                            "train_limit": args.train_limit, "seed": args.seed, "world_size": world})
     batches = 0
@@ -209,7 +213,10 @@ def main() -> None:
         (args.logdir / "metrics.json").write_text(json.dumps(metrics) + "\n")
         print("FINAL_METRICS " + json.dumps(metrics), flush=True)
     if mlflow:
-        mlflow.end_run()
+        try:
+            mlflow.end_run()  # flushes the last points
+        except Exception as error:
+            print(f"MLflow: the last points were not logged: {error}", file=sys.stderr, flush=True)
     dist.barrier()  # all ranks leave together: gloo aborts a rank whose peers left first
     dist.destroy_process_group()
 

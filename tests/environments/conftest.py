@@ -1,9 +1,12 @@
 import json
+import pwd
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from portal.environments.models import Environment
+from portal.environments.services import environment_check, environments_discover
 
 REAL_ROOT = Path("/opt/gpuportal/envs")
 needs_real_envs = pytest.mark.skipif(not (REAL_ROOT / "pytorch" / "gpuportal-env.json").is_file(),
@@ -45,3 +48,21 @@ def admin(db):
     from tests.factories import UserFactory
 
     return UserFactory(username="ada", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def pytorch_env(settings):
+    """The real PyTorch environment, registered and checked in the test database."""
+    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
+    pytorch = next(e for e in environments_discover() if e.name == "pytorch")
+    environment_check(environment=pytorch)
+    assert pytorch.healthy, pytorch.health_message
+    return pytorch
+
+
+@pytest.fixture
+def bundled_script():
+    """alice as a new user: no ~/templates/mnist_ddp.py, so her job copies today's bundled one (an
+    older copy there would be hers, and kept)."""
+    script = f"{pwd.getpwnam('alice').pw_dir}/templates/mnist_ddp.py"
+    subprocess.run(["sudo", "-n", "-u", "alice", "rm", "-f", script], check=True, timeout=10)

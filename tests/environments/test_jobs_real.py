@@ -1,9 +1,6 @@
 """A real batch job on the local cluster in the PyTorch environment: the portal activates it and
 the job's own Python imports torch."""
 
-import pwd
-import subprocess
-
 import pytest
 
 from portal.environments.services import environment_check, environments_discover
@@ -37,17 +34,12 @@ def test_a_job_in_the_pytorch_environment_imports_torch(token_client, slurm, set
     assert f"\n{pytorch.frameworks['torch']}\n" in stdout, stdout
 
 
-def test_pytorch_train_with_its_defaults_trains_and_charts(token_client, slurm, settings,
+@pytest.mark.usefixtures("pytorch_env", "bundled_script")
+def test_pytorch_train_with_its_defaults_trains_and_charts(token_client, slurm,
                                                            django_capture_on_commit_callbacks):
     """#21 found 1 and 2: a new user's pytorch-train job with every default trains the bundled script
     (copied into ~/templates by the job, as a session does) in the PyTorch environment, and its
     TensorBoard events land in the job's own folder, so its page has a chart."""
-    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
-    for environment in environments_discover():
-        environment_check(environment=environment)
-    # A new user has no ~/templates/mnist_ddp.py, or an older one: the job's copy must be today's.
-    script = f"{pwd.getpwnam('alice').pw_dir}/templates/mnist_ddp.py"
-    subprocess.run(["sudo", "-n", "-u", "alice", "rm", "-f", script], check=True, timeout=10)
     response = token_client.post("/api/v1/jobs/", {"template": "pytorch-train", "parameters": {}},
                                  format="json")
     assert response.status_code == 201, response.json()

@@ -4,11 +4,10 @@ import time
 
 import pytest
 
-from portal.environments.services import environment_check, environments_discover
 from portal.webapps.catalog import catalog_sync
 from portal.webapps.models import ACTIVE_STATES, App
 from slurm.errors import SlurmError
-from tests.environments.conftest import REAL_ROOT
+from tests.environments.conftest import pytorch_env  # noqa: F401 - a fixture
 
 TRAINING = {"smoke": True, "gpus": 1, "time_limit": 5, "environment": "pytorch"}
 
@@ -17,16 +16,6 @@ TRAINING = {"smoke": True, "gpus": 1, "time_limit": 5, "environment": "pytorch"}
 def app_types(db):
     """The built-in app types (tensorboard among them): the test database starts with none."""
     catalog_sync()
-
-
-@pytest.fixture
-def pytorch_env(settings):
-    """The real PyTorch environment, registered and checked in the test database."""
-    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
-    pytorch = next(e for e in environments_discover() if e.name == "pytorch")
-    environment_check(environment=pytorch)
-    assert pytorch.healthy, pytorch.health_message
-    return pytorch
 
 
 @pytest.fixture
