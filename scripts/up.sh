@@ -65,6 +65,9 @@ cd "$ROOT"
 "${AS_PORTAL[@]}" - python manage.py hub_oauth_app >/dev/null
 "${AS_PORTAL[@]}" - python manage.py environments_sync
 "${AS_PORTAL[@]}" - python manage.py apps_catalog_sync
+# The demo projects (LDAP groups from slurm/dev/services/ldap.sh): Slurm accounts with GPU-hour
+# budgets. Idempotent: two reads when nothing changed.
+"${AS_PORTAL[@]}" - python manage.py projects_sync --define vision:vision:vision:500 --define nlp:nlp:nlp:50 >/dev/null
 # The local registry's image in the container catalog, once per runtime (scripts/containers/setup.sh).
 image="${CONTAINERS_REGISTRY_URL:-https://127.0.0.1:5000}"; image="${image#https://}/gpuportal/python:3.11-bookworm"
 for runtime in charliecloud podman; do

@@ -2,11 +2,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from portal.accounts.ldap import DirectoryUnavailable
 from portal.projects.models import Project
-from portal.projects.services import projects_sync
-from slurm.adapter import Slurm
-from slurm.errors import SlurmError
+from portal.projects.tasks import projects_apply
 
 
 @admin.register(Project)
@@ -16,14 +13,11 @@ class ProjectAdmin(admin.ModelAdmin):
     readonly_fields = ["slurm_limit_gpu_minutes", "used_gpu_minutes", "usage_checked_at", "synced_at"]
     actions = ["apply_to_slurm"]
 
-    @admin.action(description="Apply to Slurm (account, members, budget)")
+    @admin.action(description="Apply to Slurm (account, members from LDAP, budget)")
     def apply_to_slurm(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:
         try:
-            report = projects_sync(slurm=Slurm.from_settings(), projects=queryset)
-        except (DirectoryUnavailable, SlurmError) as error:
-            self.message_user(request, f"Not applied: {error}", messages.ERROR)
+            projects_apply.delay(list(queryset.values_list("pk", flat=True)))
+        except Exception as error:  # any broker failure: say so, never a 5xx
+            self.message_user(request, f"Not queued, the workers are unreachable: {error}", messages.ERROR)
             return
-        self.message_user(request, f"Applied: accounts added {report.accounts_added or 'none'}; users "
-                                   f"added {report.users_added or 'none'}; removed "
-                                   f"{report.users_removed or 'none'}; budgets set (GPU-minutes) "
-                                   f"{report.budgets_set or 'none'}.")
+        self.message_user(request, "Queued: a worker applies them to Slurm now; 'Synced at' shows when.")

@@ -49,7 +49,7 @@ PG_BIN=/usr/lib/postgresql/15/bin
 # uid   uidNumber givenName sn     password  LDAP groups (comma-separated, - for none)
 DEMO_USERS=(
   "alice 10001 Alice Anderson alice-pw portal-users"
-  "bob   10002 Bob   Brown    bob-pw   portal-users"
+  "bob   10002 Bob   Brown    bob-pw   portal-users,vision,nlp"
   "ada   10003 Ada   Lovelace ada-pw   portal-users,portal-admins"
   "eve   10004 Eve   Evans    eve-pw   -"
 )

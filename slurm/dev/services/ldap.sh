@@ -15,6 +15,9 @@ PORTAL_UNIX_GROUP=gpuportal-users
 PORTAL_UNIX_GID=10100
 
 LDAP_GROUPS=(portal-users portal-admins)
+# The demo projects' groups (portal.projects; scripts/up.sh maps them to Slurm accounts with budgets).
+# Added to a directory seeded before they existed too (ldap_up).
+LDAP_PROJECT_GROUPS=(vision nlp)
 
 ldap_admin() { "$@" -x -H "$LDAP_URI" -D "$LDAP_ROOTDN" -w "$LDAP_ROOTPW"; }
 ldap_ping() { ldapsearch -x -H "$LDAP_URI" -b '' -s base namingContexts >/dev/null; }
@@ -45,14 +48,17 @@ userPassword: $(slappasswd -h '{SSHA}' -s "$pw")
 LDIF
   done
   # Groups after users, so the memberof overlay sets memberOf on each user.
-  for g in "${LDAP_GROUPS[@]}"; do
-    printf 'dn: cn=%s,ou=groups,%s\nobjectClass: groupOfNames\ncn: %s\n' "$g" "$LDAP_SUFFIX" "$g"
-    for line in "${DEMO_USERS[@]}"; do
-      read -r uid num given sn pw groups <<<"$line"
-      if [[ ,$groups, == *,$g,* ]]; then printf 'member: uid=%s,ou=people,%s\n' "$uid" "$LDAP_SUFFIX"; fi
-    done
-    echo
+  for g in "${LDAP_GROUPS[@]}"; do ldap_group_ldif "$g"; done
+}
+
+ldap_group_ldif() {
+  local g=$1 line uid num given sn pw groups
+  printf 'dn: cn=%s,ou=groups,%s\nobjectClass: groupOfNames\ncn: %s\n' "$g" "$LDAP_SUFFIX" "$g"
+  for line in "${DEMO_USERS[@]}"; do
+    read -r uid num given sn pw groups <<<"$line"
+    if [[ ,$groups, == *,$g,* ]]; then printf 'member: uid=%s,ou=people,%s\n' "$uid" "$LDAP_SUFFIX"; fi
   done
+  echo
 }
 
 ldap_up() {
@@ -85,6 +91,16 @@ ldap_up() {
     ldap_seed_ldif | ldap_admin ldapadd -c >>"$LOG/ldap-seed.log" 2>&1 || rc=$?
     [[ $rc == 0 || $rc == 68 ]] || die "ldapadd failed (rc $rc), see $LOG/ldap-seed.log"
   fi
+  ldap_project_groups
+}
+
+ldap_project_groups() {
+  local g
+  for g in "${LDAP_PROJECT_GROUPS[@]}"; do
+    ldap_admin ldapsearch -b "cn=$g,ou=groups,$LDAP_SUFFIX" -s base dn >/dev/null 2>&1 && continue
+    log "ldap: adding project group $g"
+    ldap_group_ldif "$g" | ldap_admin ldapadd >>"$LOG/ldap-seed.log" 2>&1 || die "ldapadd of group $g failed"
+  done
 }
 
 ldap_down() {
