@@ -38,6 +38,8 @@ class GpuPoint(models.Model):
             models.UniqueConstraint(fields=["session", "minute", "gpu"], name="gpu_point_session_minute_gpu"),
             models.CheckConstraint(condition=_ONE_OWNER, name="gpu_point_job_or_session"),
         ]
+        # The cluster's heat map and /metrics read every GPU's recent minutes, whoever's they are.
+        indexes = [models.Index(fields=["minute"], name="gpu_point_minute")]
 
     def __str__(self) -> str:
         owner = f"job {self.job_id}" if self.job_id else f"session {self.session_id}"

@@ -67,8 +67,11 @@ def _record(owner: dict[str, int], *, since: datetime, samples: Sequence[GpuSamp
     if not kept:
         return False
     with transaction.atomic():
-        GpuSummary.objects.get_or_create(**owner)
-        summary = GpuSummary.objects.select_for_update().get(**owner)  # one push at a time
+        locked = GpuSummary.objects.select_for_update()  # one push at a time per job or session
+        summary = locked.filter(**owner).first()
+        if summary is None:  # the first push (get_or_create settles a race of two first pushes)
+            GpuSummary.objects.get_or_create(**owner)
+            summary = locked.get(**owner)
         _summary_add(summary, kept)
         summary.save()
         _points_add(owner, kept)
@@ -98,6 +101,10 @@ def _summary_add(summary: GpuSummary, samples: Sequence[GpuSample]) -> None:
     summary.last = last
 
 
+_POINT_SUMS = ["samples", "util_sum", "util_count", "util_max", "mem_util_sum", "mem_util_count",
+               "mem_used_max_mib", "power_sum", "power_count"]
+
+
 def _points_add(owner: dict[str, int], samples: Sequence[GpuSample]) -> None:
     by_key: dict[tuple[datetime, int], list[GpuSample]] = defaultdict(list)
     for s in samples:
@@ -105,14 +112,14 @@ def _points_add(owner: dict[str, int], samples: Sequence[GpuSample]) -> None:
         by_key[(minute, s.gpu)].append(s)
     existing = {(p.minute, p.gpu): p for p in GpuPoint.objects.filter(
         **owner, minute__in={minute for minute, _ in by_key})}
-    changed, created = [], []
+    points, new_minute = [], False
     for (minute, gpu), group in by_key.items():
         point = existing.get((minute, gpu))
         if point is None:
             point = GpuPoint(**owner, minute=minute, gpu=gpu, util_max=None, mem_used_max_mib=None)
-            created.append(point)
-        else:
-            changed.append(point)
+            new_minute = True
+        point.pk = None  # merged here (under the summary's lock), written back by one upsert
+        points.append(point)
         for s in group:
             point.samples += 1
             if s.util is not None:
@@ -126,11 +133,13 @@ def _points_add(owner: dict[str, int], samples: Sequence[GpuSample]) -> None:
             if s.power_w is not None:
                 point.power_sum += s.power_w
                 point.power_count += 1
-    GpuPoint.objects.bulk_update(changed, ["samples", "util_sum", "util_count", "util_max", "mem_util_sum",
-                                           "mem_util_count", "mem_used_max_mib", "power_sum", "power_count"])
-    GpuPoint.objects.bulk_create(created)
-    points = GpuPoint.objects.filter(**owner)
-    extra = points.count() - settings.GPU_POINTS_PER_JOB
+    (owner_field,) = (name.removesuffix("_id") for name in owner)
+    GpuPoint.objects.bulk_create(points, update_conflicts=True, unique_fields=[owner_field, "minute", "gpu"],
+                                 update_fields=_POINT_SUMS)
+    if not new_minute:
+        return  # the bound can only be crossed by a new point
+    kept = GpuPoint.objects.filter(**owner)
+    extra = kept.count() - settings.GPU_POINTS_PER_JOB
     if extra > 0:
-        oldest = list(points.order_by("minute", "gpu").values_list("pk", flat=True)[:extra])
+        oldest = list(kept.order_by("minute", "gpu").values_list("pk", flat=True)[:extra])
         GpuPoint.objects.filter(pk__in=oldest).delete()
