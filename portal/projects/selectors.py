@@ -66,3 +66,9 @@ def _burn_minutes_per_day(project: Project, today: date) -> float | None:
 
 def _hours(minutes: float | None) -> float | None:
     return None if minutes is None else round(minutes / 60, 1)
+
+
+def budgets_shown(*, user: User, today: date) -> list[Budget]:
+    """/usage/'s budgets: the user's projects; an admin's, every project's burn."""
+    projects = Project.objects.all() if user.is_staff else user_projects(user=user)
+    return [project_budget(project=project, today=today) for project in projects]

@@ -7,6 +7,7 @@ import pytest
 from portal.projects.models import Project, ProjectUsageDay
 from portal.projects.selectors import project_budget
 from slurm.parsing import parse_budgets
+from tests.factories import UserFactory
 
 # What the bed's `sshare --accounts=... --format=Account,User,GrpTRESMins,GrpTRESRaw` prints.
 SSHARE = """vision||gres/gpu=30000|cpu=168,mem=992825,energy=0,node=25,billing=168,gres/gpu=37
@@ -44,3 +45,20 @@ def test_budget_left_warning_and_run_out_from_the_last_14_days():
     unlimited = project_budget(project=project, today=date(2026, 11, 20))
     assert (unlimited.limit_hours, unlimited.left_hours, unlimited.run_out) == (None, None, None)
     assert unlimited.level == ""
+
+
+@pytest.mark.django_db
+def test_usage_page_shows_the_users_budgets_with_warnings_at_80_and_100_percent(client):
+    alice = UserFactory(username="alice", ldap_groups=["portal-users", "vision", "nlp"])
+    Project.objects.create(name="vision", ldap_group="vision", slurm_account="vision", budget_gpu_hours=500,
+                           slurm_limit_gpu_minutes=30000, used_gpu_minutes=25200)
+    Project.objects.create(name="nlp", ldap_group="nlp", slurm_account="nlp", budget_gpu_hours=50,
+                           slurm_limit_gpu_minutes=3000, used_gpu_minutes=3000)
+    Project.objects.create(name="other", ldap_group="other", slurm_account="other", budget_gpu_hours=5)
+    client.force_login(alice)
+    page = client.get("/usage/").content.decode()
+    assert 'data-project="vision" data-level="warning"' in page
+    assert "Project vision has used 84 % of its 500 GPU-hours" in page
+    assert 'data-project="nlp" data-level="exhausted"' in page
+    assert "Project nlp has used its 50 GPU-hours" in page
+    assert 'data-project="other"' not in page  # not her group
