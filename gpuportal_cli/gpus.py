@@ -47,6 +47,21 @@ def _print(what: str, figures: dict[str, Any]) -> None:
                  ("POWER", lambda g: _number(g["power_w"], " W", 1)), ("AS OF", lambda g: when(g["t"])),
                  ("MEAN", lambda g: _number(g["mean"], " %", 1)),
                  (f"LAST {SPARK_MINUTES} MIN", lambda g: g["spark"])], empty="No GPUs.")
+    _print_idle(figures.get("idle"))
+
+
+def _print_idle(idle: dict[str, Any] | None) -> None:
+    """A warning, a flag or a reclaim (the Idle GPUs docs say what each means)."""
+    if idle is None or idle["state"] == "ok":
+        return
+    minutes = idle["figures"].get("idle_minutes")
+    since = f" for {minutes:.0f} min" if isinstance(minutes, int | float) else ""
+    if idle["state"] == "warned":
+        out.print(f"Idle GPUs{since}: stops at {when(idle['stop_at'])} unless used, or kept with "
+                  "`gpuportal gpu keep NAME`.", markup=False)
+    else:
+        out.print(f"Idle GPUs{since}: {idle['state']} at {when(idle['flagged_at'] or idle['warned_at'])}.",
+                  markup=False)
 
 
 @click.group()
@@ -79,3 +94,16 @@ def gpu_session(state: State, name: str) -> None:
         emit_json(figures)
     else:
         _print(f"Session {name}", figures)
+
+
+@gpu.command("keep")
+@click.argument("name", shell_complete=complete_sessions)
+@common_options
+@pass_state
+def gpu_keep(state: State, name: str) -> None:
+    """Keep it: a session warned for idle GPUs gets its idle window again (once per warning)."""
+    answer = state.client().request("POST", f"/sessions/{name}/keep/")
+    if state.json:
+        emit_json(answer)
+    else:
+        out.print(f"Session {name} kept: its idle window starts again now.", markup=False)

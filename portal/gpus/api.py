@@ -7,6 +7,7 @@ from portal.benchmarks.serializers import UsageInputSerializer
 from portal.benchmarks.usage import UsageQuery, usage_range
 from portal.core.errors import NotFound
 from portal.gpus.efficiency import gpu_efficiency_rows
+from portal.gpus.idle_selectors import idle_state
 from portal.gpus.selectors import job_gpu_figures, session_for_gpu, session_gpu_figures
 from portal.gpus.serializers import GpuEfficiencySerializer, JobGpuSerializer
 from portal.jobs.selectors import job_get
@@ -24,7 +25,7 @@ class JobGpuApi(APIView):
         job = job_get(user=request.user, job_id=job_id)
         if job is None:
             raise NotFound("No such job.")
-        return Response(JobGpuSerializer(job_gpu_figures(job=job)).data)
+        return Response(JobGpuSerializer({**job_gpu_figures(job=job), "idle": idle_state(job=job)}).data)
 
 
 class SessionGpuApi(APIView):
@@ -39,7 +40,8 @@ class SessionGpuApi(APIView):
         session = session_for_gpu(user=request.user, name=name)
         if session is None:
             raise NotFound("No such session.")
-        return Response(JobGpuSerializer(session_gpu_figures(session=session)).data)
+        return Response(JobGpuSerializer({**session_gpu_figures(session=session),
+                                          "idle": idle_state(session=session)}).data)
 
 
 class GpuEfficiencyApi(APIView):

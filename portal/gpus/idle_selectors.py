@@ -10,6 +10,7 @@ from django.db.models import Count, Q, Sum
 from portal.accounts.models import User
 from portal.gpus.models import IdleEvent, IdleWatch
 from portal.jobs.models import Job
+from portal.servers.models import NotebookServer
 
 Kind = IdleEvent.Kind
 
@@ -22,10 +23,23 @@ def session_idle_warning(*, user: User, name: str) -> dict[str, Any] | None:
              .select_related("session").first())
     if watch is None:
         return None
+    state = _state(watch)
+    return {key: state[key] for key in ("state", "warned_at", "stop_at", "figures")}
+
+
+def idle_state(*, job: Job | None = None, session: NotebookServer | None = None) -> dict[str, Any] | None:
+    """Where a job or session stands with its idle GPUs (GET .../gpu/'s `idle`); None when never watched."""
+    owner = {"job": job} if job is not None else {"session": session}
+    found = IdleWatch.objects.filter(**owner).first()
+    return None if found is None else _state(found)
+
+
+def _state(watch: IdleWatch) -> dict[str, Any]:
     stop_at = None
     if watch.state == IdleWatch.State.WARNED and watch.warned_at is not None:
         stop_at = watch.warned_at + timedelta(minutes=watch.figures.get("grace_minutes", 0))
-    return {"state": watch.state, "warned_at": watch.warned_at, "stop_at": stop_at, "figures": watch.figures}
+    return {"state": watch.state, "warned_at": watch.warned_at, "stop_at": stop_at,
+            "flagged_at": watch.flagged_at, "kept_at": watch.kept_at, "figures": watch.figures}
 
 
 def job_idle_flag(*, job: Job) -> IdleWatch | None:

@@ -36,9 +36,24 @@ class GpuSummarySerializer(serializers.Serializer):
     current = GpuCurrentSerializer(many=True, help_text="Each GPU's last sample")
 
 
+class IdleStateSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["ok", "warned", "flagged", "stopped", "cancelled"], help_text=(
+        "ok: in use; warned: a session idle on every GPU, stopped at stop_at unless used or kept; "
+        "flagged: a batch job idle on its GPUs; stopped, cancelled: reclaimed"))
+    warned_at = serializers.DateTimeField(allow_null=True)
+    stop_at = serializers.DateTimeField(allow_null=True,
+                                        help_text="A warned session's stop, unless used or kept")
+    flagged_at = serializers.DateTimeField(allow_null=True, help_text="A batch job's first flag")
+    kept_at = serializers.DateTimeField(allow_null=True, help_text="Keep it: the idle window restarted here")
+    figures = serializers.DictField(help_text="The last warning's figures (utilisation, window, grace, ...)")
+
+
 class JobGpuSerializer(serializers.Serializer):
     series = GpuSeriesSerializer(many=True)
     summary = GpuSummarySerializer()
+    idle = IdleStateSerializer(allow_null=True, help_text=(
+        "Where it stands with idle GPUs (docs: Idle GPUs); null when never watched. A warned session "
+        "is kept with POST /api/v1/sessions/{name}/keep/."))
 
 
 class GpuEfficiencyRowSerializer(serializers.Serializer):

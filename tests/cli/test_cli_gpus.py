@@ -56,3 +56,23 @@ def test_a_sessions_gpus_and_one_without_samples(token_cli, alice):
     assert done.stdout.startswith("Session nb: utilisation mean 75.0 %")
     assert token_cli("gpu", "session", "nb", "--json").json()["summary"]["current"][0]["util"] == 75.0
 
+
+
+def test_a_warned_sessions_idle_gpus_and_keep_it(token_cli, alice):
+    """The warning the card shows is in `gpuportal gpu session`, and `gpuportal gpu keep` answers it."""
+    from portal.gpus.models import IdleWatch
+
+    now = timezone.now()
+    session = NotebookServerFactory(user=alice, name="lunch", gpus=1, ready_at=now, started_at=now,
+                                    node="gpu1")
+    session_gpu_samples_record(server_id=session.pk, samples=[GpuSample(t=time.time(), gpu=0, util=0)])
+    IdleWatch.objects.create(session=session, state=IdleWatch.State.WARNED, warned_at=now,
+                             figures={"idle_minutes": 31, "grace_minutes": 15})
+    shown = token_cli("gpu", "session", "lunch")
+    assert shown.returncode == 0, shown.stderr
+    assert "Idle GPUs for 31 min: stops at" in shown.stdout and "gpuportal gpu keep NAME" in shown.stdout
+    kept = token_cli("gpu", "keep", "lunch")
+    assert kept.returncode == 0, kept.stderr
+    assert "kept" in kept.stdout and IdleWatch.objects.get(session=session).state == IdleWatch.State.OK
+    again = token_cli("gpu", "keep", "lunch")
+    assert again.returncode != 0 and "no idle-GPU warning" in again.stderr, again.stderr

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from rest_framework.test import APIClient
 
 from portal.core.report_tokens import report_token
@@ -122,3 +123,22 @@ def test_usage_counts_warnings_stops_and_the_gpu_hours_reclaimed(session):
     table = page[page.index('id="idle-reclaimed"'):]
     assert "<td>alice</td><td>2</td><td>1</td><td>0</td><td>1</td><td>5.50</td>" in table
     assert "bob" not in table  # users see their own
+
+
+def test_the_gpu_api_says_where_a_session_and_a_job_stand_with_idle_gpus(session):
+    """GET .../gpu/ carries `idle`, so scripts and the CLI see a warning they can answer with Keep it."""
+    client = APIClient()
+    client.force_login(session.user)
+    assert client.get("/api/v1/sessions/idle/gpu/").json()["idle"] is None
+    _warned(session)
+    idle = client.get("/api/v1/sessions/idle/gpu/").json()["idle"]
+    assert idle["state"] == "warned" and idle["figures"]["idle_minutes"] == 31.5
+    assert parse_datetime(idle["stop_at"]) - parse_datetime(idle["warned_at"]) == timedelta(minutes=15)
+    job = JobFactory(user=session.user, state=JobState.RUNNING)
+    IdleWatch.objects.create(job=job, state=IdleWatch.State.FLAGGED, flagged_at=timezone.now(),
+                             figures={"idle_minutes": 42})
+    flagged = client.get(f"/api/v1/jobs/{job.pk}/gpu/").json()["idle"]
+    assert flagged["state"] == "flagged" and flagged["flagged_at"] and flagged["stop_at"] is None
+    bob = APIClient()
+    bob.force_login(UserFactory(username="bob"))
+    assert bob.get(f"/api/v1/jobs/{job.pk}/gpu/").status_code == 404
