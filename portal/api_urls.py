@@ -17,6 +17,7 @@ from portal.policy import api as policy_api
 from portal.projects import api as projects_api
 from portal.reports import api as reports_api
 from portal.servers import api as servers_api
+from portal.sweeps import api as sweeps_api
 from portal.tensorboards import api as tensorboards_api
 from portal.webapps import api as webapps_api
 
@@ -58,6 +59,9 @@ urlpatterns = [
     path("app-types/", webapps_api.AppTypeListApi.as_view(), name="app-types"),
     path("apps/", webapps_api.AppListCreateApi.as_view(), name="apps"),
     path("apps/<id:app_id>/", webapps_api.AppDetailApi.as_view(), name="app-detail"),
+    path("sweeps/", sweeps_api.SweepListCreateApi.as_view(), name="sweeps"),
+    path("sweeps/<id:sweep_id>/", sweeps_api.SweepDetailApi.as_view(), name="sweep-detail"),
+    path("sweeps/<id:sweep_id>/cancel/", sweeps_api.SweepCancelApi.as_view(), name="sweep-cancel"),
     path("reports/", reports_api.ReportApi.as_view(), name="reports"),
     *benchmarks_urlpatterns,
 ]

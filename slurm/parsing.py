@@ -549,3 +549,23 @@ def _step_gpu_usage(values: list[str]) -> StepGpuUsage:
 def parse_sacct_gpu_usage(output: str, delimiter: str) -> Parsed[StepGpuUsage]:
     """Rows of `sacct --parsable --delimiter=<delimiter> --format JobID,TRESUsageInAve,TRESUsageInMax`."""
     return _parse(output, delimiter, len(GPU_USAGE_FIELDS), _step_gpu_usage, "sacct")
+
+
+# --- Job arrays: squeue and sacct name each task `<array job id>_<task>`, and the tasks not started
+# yet as one row `<array job id>_[<first>-<last>%<cap>]` (or a comma list of ranges).
+_ARRAY_ROW = re.compile(r"^(?P<array>[0-9]+)_(?:(?P<task>[0-9]+)|\[(?P<spec>[0-9,\-]+)(?:%[0-9]+)?\])$")
+
+
+def array_tasks(job_id: str) -> tuple[str, list[int]] | None:
+    """'123_4' -> ('123', [4]); '123_[5-7%4]' -> ('123', [5, 6, 7]); a job that is no array task: None."""
+    match = _ARRAY_ROW.fullmatch(job_id)
+    if match is None:
+        return None
+    if match["task"] is not None:
+        return match["array"], [int(match["task"])]
+    tasks: list[int] = []
+    for part in match["spec"].split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit():
+            tasks += range(int(first), int(last or first) + 1) if (last or first).isdigit() else []
+    return match["array"], tasks

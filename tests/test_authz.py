@@ -103,6 +103,17 @@ def _preset(world: World) -> int:
                                            values={"gpus": 1})).pk
 
 
+def _sweep(world: World) -> int:
+    """A sweep of the owner's whose array job ended: cancelling it is refused (409), nothing runs."""
+    from portal.sweeps.models import Sweep
+
+    found = Sweep.objects.filter(user=world.job.user).first()
+    return (found or Sweep.objects.create(
+        user=world.job.user, job=JobFactory(user=world.job.user, state="COMPLETED"), name="s",
+        template="pytorch-train", method="list", space=[{"lr": 0.1}], tasks=[{"lr": 0.1}], concurrency=1,
+        objective="loss", direction="min")).pk
+
+
 def _tracked(world: World) -> dict:
     """The owner's experiment and run (MLflow's tracking API, portal.tracking), with a metric and a
     tag: {"experiment_id", "run_id"}."""
@@ -340,6 +351,17 @@ ROWS: dict[str, list[Row]] = {
     # A job's live curves, what its page polls: as the job page.
     "tracking/jobs/<id:job_id>/curves/": [Row("GET", lambda w: f"/tracking/jobs/{w.job.pk}/curves/", P,
                                               PAGE_MINE)],
+    # Sweeps: the owner's and an admin's; cancelling an ended one is refused (409) before any scancel.
+    "sweeps/": [Row("GET", _fixed("/sweeps/"), P, PAGE_ANY)],
+    "sweeps/<id:sweep_id>/": [Row("GET", lambda w: f"/sweeps/{_sweep(w)}/", P, PAGE_MINE)],
+    "sweeps/<id:sweep_id>/cancel/": [Row("POST", lambda w: f"/sweeps/{_sweep(w)}/cancel/", P,
+                                         {**PAGE_MINE, "owner": 302, "admin": 302})],
+    "api/v1/sweeps/": [Row("GET", _fixed("/api/v1/sweeps/"), A, API_ANY),
+                       Row("POST", _fixed("/api/v1/sweeps/"), A, {**API_ANY, "owner": 400, "other": 400,
+                                                                  "admin": 400}, body={"template": "x"})],
+    "api/v1/sweeps/<id:sweep_id>/": [Row("GET", lambda w: f"/api/v1/sweeps/{_sweep(w)}/", A, API_MINE)],
+    "api/v1/sweeps/<id:sweep_id>/cancel/": [Row("POST", lambda w: f"/api/v1/sweeps/{_sweep(w)}/cancel/", A,
+                                                {**API_MINE, "owner": 409, "admin": 409})],
     **_mlflow_rows(),
 }
 

@@ -29,6 +29,7 @@ from portal.servers.services import (
     servers_queue_timeout,
     servers_spawn_retry,
 )
+from portal.sweeps.services import sweeps_follow
 from portal.waits.services import waits_refresh
 from portal.webapps.services import APPS_WORK, apps_follow
 from slurm.adapter import Slurm
@@ -93,6 +94,7 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     """Jobs, servers, web apps and pulls follow this cycle's queue; one `sacct` settles what
     left it and finds due submissions by comment. If sacct fails, nothing that needed it changes."""
     report = CycleReport(ran=True)
+    sweeps_follow(queue=queue)  # each array task's state, before the array's job may leave the queue
     unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs, slurm=slurm)
     servers_left = servers_apply_queue(queue=queue, now=queried_at)
     apps = work_apply_queue(kind=APPS_WORK, queue=queue, queried_at=queried_at, slurm=slurm)

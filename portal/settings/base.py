@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "portal.reports",
     "portal.gpus",
     "portal.tracking",
+    "portal.sweeps",
     "portal.metrics",
     "portal.waits",
     "portal.projects",

@@ -82,7 +82,9 @@ def tracker() -> Any:
 
         mlflow.config.enable_async_logging()  # points go in batches from a thread: training never waits
         mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or "mnist-ddp")
-        mlflow.start_run(run_name=os.environ.get("SLURM_JOB_NAME"))
+        # A sweep's task names its run and tags it with the sweep and its index (portal.sweeps).
+        mlflow.start_run(run_name=os.environ.get("MLFLOW_RUN_NAME") or os.environ.get("SLURM_JOB_NAME"),
+                         tags=json.loads(os.environ.get("MLFLOW_RUN_TAGS") or "{}"))
     except Exception as error:  # ImportError, or whatever the client raises for the server
         print(f"MLflow tracking off: {error}", file=sys.stderr, flush=True)
         return None
