@@ -3,6 +3,7 @@
 from django.urls import path
 
 from portal.accounts import api as accounts_api
+from portal.audit import api as audit_api
 from portal.benchmarks.api_urls import urlpatterns as benchmarks_urlpatterns
 from portal.cluster import api as cluster_api
 from portal.containers import api as containers_api
@@ -63,5 +64,6 @@ urlpatterns = [
     path("sweeps/<id:sweep_id>/", sweeps_api.SweepDetailApi.as_view(), name="sweep-detail"),
     path("sweeps/<id:sweep_id>/cancel/", sweeps_api.SweepCancelApi.as_view(), name="sweep-cancel"),
     path("reports/", reports_api.ReportApi.as_view(), name="reports"),
+    path("activity/", audit_api.ActivityApi.as_view(), name="activity"),
     *benchmarks_urlpatterns,
 ]

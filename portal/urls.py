@@ -51,6 +51,7 @@ urlpatterns = [
     path("sweeps/", include("portal.sweeps.urls")),
     path("containers/", include("portal.containers.urls")),
     path("extensions/", include("portal.extensions.urls")),
+    path("activity/", include("portal.audit.urls")),
     path("launches/", include("portal.launches.urls")),
     path("notifications/", include("portal.notifications.urls")),
     path("gpus/", include("portal.gpus.urls")),

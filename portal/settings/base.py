@@ -55,6 +55,9 @@ INSTALLED_APPS = [
     "portal.metrics",
     "portal.waits",
     "portal.projects",
+    "pgtrigger",
+    "pghistory",
+    "portal.audit",
 ]
 
 MIDDLEWARE = [
@@ -68,6 +71,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication: the audit context names the user (portal.audit).
+    "portal.audit.middleware.AuditMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.core.middleware.PortalErrorMiddleware",
@@ -279,12 +284,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": APPS_SYNC_SECONDS,
         "options": {"expires": APPS_SYNC_SECONDS},
     },
+    "audit-prune": {
+        "task": "portal.audit.tasks.audit_prune",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
+    },
     "environments-check": {
         "task": "portal.environments.tasks.environments_check",
         "schedule": ENVIRONMENTS_CHECK_SECONDS,
         "options": {"expires": ENVIRONMENTS_CHECK_SECONDS},
     },
 }
+
+# --- Audit trail (portal.audit) ---
+# Events older than this many days are deleted by the hourly audit-prune task, the only deletion.
+AUDIT_RETENTION_DAYS = env.int("AUDIT_RETENTION_DAYS", default=365)
+# A GET never writes: requests with these methods only get an audit context.
+PGHISTORY_MIDDLEWARE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 # --- REST API ---
 REST_FRAMEWORK = {

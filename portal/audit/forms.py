@@ -1,0 +1,29 @@
+from django import forms
+
+from portal.accounts.models import User
+from portal.audit.context import SOURCES
+from portal.audit.selectors import Search, object_types
+
+
+class SearchForm(forms.Form):
+    actor = forms.CharField(required=False, help_text="Username")
+    object_type = forms.ChoiceField(required=False)
+    source = forms.ChoiceField(required=False, choices=[("", "any")] + [(s, s) for s in SOURCES])
+    since = forms.DateTimeField(required=False)
+    until = forms.DateTimeField(required=False)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["object_type"].choices = [("", "any")] + [(t, t) for t in object_types()]
+
+    def clean_actor(self) -> User | None:
+        username = self.cleaned_data["actor"].strip()
+        if not username:
+            return None
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            raise forms.ValidationError("No such user.")
+        return user
+
+    def search(self) -> Search:
+        return Search(**self.cleaned_data)

@@ -1,0 +1,241 @@
+"""The audit trail (#22): every auditable action once, through its real path, leaves exactly one
+event with the right actor and source; bulk updates are recorded; nobody sees another's activity."""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pghistory
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.test import Client
+from django.utils import timezone
+from pghistory.models import Events
+from rest_framework.test import APIClient
+
+from portal.accounts.models import User
+from portal.accounts.services import api_token_create
+from portal.audit.context import acting
+from portal.audit.models import JobEvent, Login
+from portal.audit.selectors import activity_of, described, event_models
+from portal.audit.services import audit_prune
+from portal.containers.models import RegistryCredential
+from portal.jobs.models import Job
+from portal.servers.models import NotebookServer
+from tests.conftest import DEMO_PASSWORDS
+from tests.factories import JobFactory, UserFactory
+from tests.servers.factories import NotebookServerFactory, PartitionFactory
+
+pytestmark = pytest.mark.django_db
+CLI = {"HTTP_USER_AGENT": "gpuportal-cli/0.1.0"}
+
+
+def _events() -> list[dict]:
+    return described(list(Events.objects.across(*event_models()).order_by("pgh_created_at")))
+
+
+def _client(user: User) -> APIClient:
+    _, key = api_token_create(user=user, name="audit test")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+@dataclass
+class World:
+    alice: User
+    admin: User
+    api: APIClient  # alice's token, as the REST API sees it
+    web: object  # alice logged in, a browser's session
+    admin_web: object
+
+
+@pytest.fixture
+def world(client, settings) -> World:
+    settings.POLICY_GROUPS = {"*": {"max_hours": 2}}
+    PartitionFactory()
+    alice = UserFactory(username="alice")
+    admin = UserFactory(username="ada", is_staff=True, is_superuser=True)
+    client.force_login(alice)
+    admin_web = Client()
+    admin_web.force_login(admin)
+    return World(alice, admin, _client(alice), client, admin_web)
+
+
+def _login_ok(w: World) -> None:
+    response = Client().post("/accounts/login/", {"username": "alice", "password": DEMO_PASSWORDS["alice"]})
+    assert response.status_code == 302
+
+
+def _login_failed(w: World) -> None:
+    response = Client().post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    assert response.status_code == 400
+
+
+def _token_create(w: World) -> None:
+    response = w.web.post("/accounts/profile/", {"name": "laptop"})
+    assert response.status_code in (200, 302)
+
+
+def _token_revoke(w: World) -> None:
+    token, _ = api_token_create(user=w.alice, name="old")
+    _events_before.update(e["id"] for e in _events())
+    assert w.api.delete(f"/api/v1/tokens/{token.pk}/", **CLI).status_code == 204
+
+
+def _job_submit(w: World) -> None:
+    body = {"template": "custom", "parameters": {"commands": "true", "time_limit": 5}}
+    assert w.api.post("/api/v1/jobs/", body, format="json").status_code == 201
+
+
+def _job_cancel(w: World) -> None:
+    job = JobFactory(user=w.alice, state="QUEUED_IN_PORTAL", slurm_job_id="")
+    _events_before.update(e["id"] for e in _events())
+    assert w.api.post(f"/api/v1/jobs/{job.pk}/cancel/", **CLI).status_code == 202
+
+
+def _session_start(w: World) -> None:
+    response = w.api.post("/api/v1/sessions/", {"name": "audited", "gpus": 1}, format="json")
+    assert response.status_code == 202, response.content
+
+
+def _registry_key_set(w: World) -> None:
+    body = {"registry": "127.0.0.1:5000", "username": "u", "key": "s3cret-key"}
+    assert w.api.post("/api/v1/registry-keys/", body, format="json").status_code == 201
+
+
+def _registry_key_delete(w: World) -> None:
+    key = RegistryCredential.objects.create(user=w.alice, registry="r.example", username="u", secret=b"x")
+    _events_before.update(e["id"] for e in _events())
+    assert w.api.delete(f"/api/v1/registry-keys/{key.pk}/").status_code == 204
+
+
+def _extension_refused(w: World) -> None:
+    job = JobFactory(user=w.alice, state="RUNNING", time_limit=timedelta(minutes=30), slurm_job_id="4242")
+    _events_before.update(e["id"] for e in _events())
+    assert w.api.post(f"/api/v1/jobs/{job.pk}/extend/", {"hours": 5}, format="json").status_code == 400
+
+
+def _profile_add(w: World) -> None:
+    form = {"name": "tiny", "title": "1 GPU", "partition": "gpu", "gpus": 1, "hours": 1, "nodes": 1,
+            "groups": "[]", "order": 0}
+    response = w.admin_web.post("/admin/policy/resourceprofile/add/", form)
+    assert response.status_code == 302, response.content[:2000]
+
+
+def _deprovision(w: World) -> None:
+    from portal.accounts.services import user_deprovision
+    with acting("task"):
+        user_deprovision(user=w.alice)
+
+
+_events_before: set[str] = set()
+
+# action, its object type, its label, who, source
+ACTIONS: list[tuple[Callable[[World], None], str, str, str | None, str]] = [
+    (_login_ok, "audit.Login", "create", "alice", "web"),
+    (_login_failed, "audit.Login", "create", None, "web"),
+    (_token_create, "accounts.ApiToken", "create", "alice", "web"),
+    (_token_revoke, "accounts.ApiToken", "delete", "alice", "cli"),
+    (_job_submit, "jobs.Job", "create", "alice", "rest"),
+    (_job_cancel, "jobs.Job", "update", "alice", "cli"),
+    (_session_start, "servers.NotebookServer", "create", "alice", "rest"),
+    (_registry_key_set, "containers.RegistryCredential", "create", "alice", "rest"),
+    (_registry_key_delete, "containers.RegistryCredential", "delete", "alice", "rest"),
+    (_extension_refused, "extensions.ExtensionRequest", "create", "alice", "rest"),
+    (_profile_add, "policy.ResourceProfile", "create", "ada", "admin"),
+    (_deprovision, "accounts.User", "update", None, "task"),
+]
+
+
+@pytest.mark.parametrize(("action", "object_type", "label", "actor", "source"), ACTIONS,
+                         ids=[a[0].__name__.strip("_") for a in ACTIONS])
+def test_each_action_leaves_one_event_with_its_actor_and_source(world, action, object_type, label,
+                                                                 actor, source):
+    _events_before.clear()
+    _events_before.update(e["id"] for e in _events())
+    action(world)
+    new = [e for e in _events() if e["id"] not in _events_before
+           and (e["object_type"], e["action"]) == (object_type, label)]
+    assert len(new) == 1, new
+    assert (new[0]["actor"], new[0]["source"]) == (actor, source)
+    assert new[0]["address"] in ("127.0.0.1", None)
+
+
+def test_no_secret_reaches_the_trail(world):
+    _registry_key_set(world)
+    _token_create(world)
+    text = str(_events())
+    assert "s3cret-key" not in text and "digest" not in text and "secret" not in text
+
+
+def test_a_bulk_update_is_recorded_once_per_row_that_changed_state(world):
+    jobs = [JobFactory(user=world.alice, state="PENDING") for _ in range(3)]
+    with acting("poll cycle"):
+        Job.objects.filter(pk__in=[j.pk for j in jobs]).update(state="CANCELLED")
+        # Nothing that the poll rewrites every cycle is an event: the same state again is none.
+        Job.objects.filter(pk__in=[j.pk for j in jobs]).update(state="CANCELLED", reason="again")
+    rows = JobEvent.objects.filter(pgh_label="update", pgh_obj__in=jobs)
+    assert rows.count() == 3
+    assert {r.pgh_context["source"] for r in rows} == {"poll cycle"}
+
+
+def test_raw_sql_is_recorded_too(world):
+    job = JobFactory(user=world.alice, state="PENDING")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE jobs_job SET state = 'FAILED' WHERE id = %s", [job.pk])
+    assert JobEvent.objects.filter(pgh_obj=job, pgh_label="update", state="FAILED").count() == 1
+
+
+def test_bobs_activity_shows_nothing_of_alices(world):
+    bob = UserFactory(username="bob")
+    _job_submit(world)
+    _session_start(world)
+    # A test is one transaction, where the last request's context would still hold (SET LOCAL).
+    with acting("command"):
+        NotebookServerFactory(user=bob, name="bobs")
+        bob_api = _client(bob)
+    seen = bob_api.get("/api/v1/activity/").json()["results"]
+    assert seen and all("alice" not in str(row) for row in seen), [r for r in seen if "alice" in str(r)]
+    assert {row["object_type"] for row in seen} == {"accounts.User", "accounts.ApiToken",
+                                                    "servers.NotebookServer"}
+    page = Client()
+    page.force_login(bob)
+    html = page.get("/activity/").content.decode()
+    assert "bobs" in html and "alice" not in html and "audited" not in html
+    mine = [row["object_type"] for row in described(list(activity_of(world.alice)))]
+    assert "jobs.Job" in mine and "servers.NotebookServer" in mine
+
+
+def test_an_admins_action_on_alices_session_shows_on_her_page(world):
+    NotebookServerFactory(user=world.alice, name="nb", job_id="")
+    admin_api = _client(world.admin)
+    with pghistory.context(user=world.admin.pk, source="admin"):
+        NotebookServer.objects.filter(user=world.alice, name="nb").update(stop_requested_at=timezone.now())
+    rows = [r for r in described(list(activity_of(world.alice))) if r["action"] == "update"]
+    assert rows[0]["actor"] == "ada" and rows[0]["source"] == "admin"
+    assert admin_api.get("/api/v1/activity/").json()["results"][0]["object_type"] != "servers.NotebookServer"
+
+
+def test_events_cannot_be_changed_or_deleted_except_by_retention(world, settings):
+    _job_submit(world)
+    with pytest.raises(DatabaseError), transaction.atomic():
+        JobEvent.objects.update(state="X")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        JobEvent.objects.all().delete()
+    settings.AUDIT_RETENTION_DAYS = 0
+    assert audit_prune() > 0
+    assert not JobEvent.objects.exists() and not Login.objects.exists()
+
+
+def test_admin_search_and_json_lines_export(world):
+    _job_submit(world)
+    _profile_add(world)
+    page = world.admin_web.get("/activity/all/", {"source": "admin"}).content.decode()
+    assert 'data-event="audit.ProfileEvent' in page and 'data-event="audit.JobEvent' not in page
+    export = world.admin_web.get("/activity/all/export.jsonl", {"actor": "alice", "object_type": "jobs.Job"})
+    lines = [json.loads(line) for line in b"".join(export.streaming_content).decode().splitlines()]
+    assert lines and {(x["object_type"], x["actor"]) for x in lines} == {("jobs.Job", "alice")}
+    assert world.web.get("/activity/all/").status_code == 302  # not for users
+    assert world.admin_web.get("/activity/all/", {"actor": "nobody"}).status_code == 200
