@@ -112,6 +112,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         values = {p.name: p.from_form(request.POST.get(p.name)) for p in template.parameters}
         name = request.POST.get("name", "")
+        account = request.POST.get("account", "")
         try:
             job_uuid = uuid.UUID(request.POST.get("uuid", ""))
         except ValueError:
@@ -119,17 +120,18 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             if request.POST.get("action") == "submit":
                 job = job_submit(user=request.user, template=slug, parameters=values, name=name or None,
-                                 job_uuid=job_uuid, notify_email=request.POST.get("notify_email") == "on")
+                                 job_uuid=job_uuid, notify_email=request.POST.get("notify_email") == "on",
+                                 account=account)
                 messages.info(request, f"Job {job.name} submitted: {job.get_state_display().lower()}.")
                 return redirect("jobs:detail", job_id=job.pk)
             preview = job_prepare(user=request.user, template=slug, parameters=values, name=name or None,
-                                  job_uuid=job_uuid).script
+                                  job_uuid=job_uuid, account=account).script
         except InvalidInput as invalid:
             errors = invalid.fields
     else:
         job_uuid = uuid.uuid4()
         values = {p.name: p.default for p in template.parameters}
-        name = template.slug
+        name, account = template.slug, ""
         # A clone, a preset's link, or the user's last job of this template.
         if start := job_compose_initial(user=request.user, template=template, query=request.GET):
             values.update({k: v for k, v in start[0].items() if template.parameter(k)})
@@ -150,6 +152,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         else request.user.email_on_job_end,
         "gpu_field": template.gpus_per_node if isinstance(template.gpus_per_node, str) else "",
         "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
+        "account": account,
     })
 
 
