@@ -57,18 +57,26 @@ logger = logging.getLogger(__name__)
 
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
 CONTAINER_KEYS = ("container_runtime", "container_image")
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "report_token", *ENVIRONMENT_KEYS,
+TOKEN_KEYS = ("report_token", "tracking_token")
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", *TOKEN_KEYS, *ENVIRONMENT_KEYS,
                          *CONTAINER_KEYS})
+# What the MLflow client in a session's kernels needs to log to the portal (portal.tracking).
+TRACKING_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN", "MLFLOW_EXPERIMENT_NAME")
 # What a server inside a container gets from the job's environment (Podman and enroot pass only
 # what they are told): the hub's variables, the GPUs, the portal's and TensorBoard's settings.
 CONTAINER_ENV = ("CUDA_VISIBLE_DEVICES", "JUPYTERHUB_*", "JPY_*", "JUPYTER_CONFIG_PATH",
-                 "TENSORBOARD_PROXY_URL", "GPUPORTAL_*", "HOME", "USER", "PATH", "LANG", "SLURM_*")
+                 "TENSORBOARD_PROXY_URL", "GPUPORTAL_*", *TRACKING_ENV, "HOME", "USER", "PATH", "LANG",
+                 "SLURM_*")
 # The portal's shapes (portal/environments/models.py); the hub cannot import the portal.
 ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PATH_PART = re.compile(r"^[A-Za-z0-9._+-]+$")
-# The portal's per-session report token (portal/core/report_tokens.py): a signed value, URL-safe.
+# The portal's per-session report and tracking tokens (portal/core/report_tokens.py,
+# tracking_tokens.py): signed values, URL-safe.
 REPORT_TOKEN = re.compile(r"^[A-Za-z0-9:._-]{1,200}$")
+# The MLflow experiment a session's kernels log to by default (MLFLOW_EXPERIMENT_NAME): one per
+# session name, so a session started again under its name goes on in the same experiment.
+SESSION_EXPERIMENT = "session-{name}"
 HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$")
 # The job's own reports to the portal (started on node X, exiting with code N): shared with the
 # portal's batch-job scripts, included as it is.
@@ -114,8 +122,9 @@ class ServerOptions:
     environment: EnvironmentChoice | None = None
     container: ContainerChoice | None = None
     profile: str = ""
-    # Not kept in user_options (the hub's database, its API): it goes to the job's environment.
+    # Not kept in user_options (the hub's database, its API): they go to the job's environment.
     report_token: str = ""
+    tracking_token: str = ""
 
     def as_user_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
@@ -234,14 +243,15 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
         raise OptionError(str(refusal)) from None
     container = container_choice(raw, runtimes=container_runtimes or {},
                                  image_dirs=container_image_dirs or [], home=home)
-    report_token = raw.get("report_token") or ""
-    if not isinstance(report_token, str) or (report_token and not REPORT_TOKEN.fullmatch(report_token)):
-        raise OptionError("report_token must be the portal's token for this session.")
+    tokens = {key: raw.get(key) or "" for key in TOKEN_KEYS}
+    for key, token in tokens.items():
+        if not isinstance(token, str) or (token and not REPORT_TOKEN.fullmatch(token)):
+            raise OptionError(f"{key} must be the portal's token for this session.")
     return ServerOptions(partition=size.partition, gpus=size.gpus, hours=size.hours, nodes=size.nodes,
                          cpus=size.cpus, mem_gb=size.mem_gb,
                          environment=environment_choice(raw, environments_dir,
                                                         container=container is not None),
-                         container=container, profile=size.profile, report_token=report_token)
+                         container=container, profile=size.profile, **tokens)
 
 
 class PolicyFile:
@@ -482,6 +492,7 @@ set -euo pipefail
         self.container: ContainerChoice | None = None
         self.queue_reason = ""
         self.report_token = ""
+        self.tracking_token = ""
         self._fresh_after = -math.inf
         self._busy = False
         self._port_posted = asyncio.Event()
@@ -510,6 +521,7 @@ set -euo pipefail
         self.software_environment = options.environment
         self.container = options.container
         self.report_token = options.report_token
+        self.tracking_token = options.tracking_token
         self.req_partition = options.partition
         self.req_runtime = str(math.ceil(round(options.hours * 60, 6)))  # minutes; 1/60 h is 1
         self.req_nodes = str(options.nodes)
@@ -554,9 +566,17 @@ set -euo pipefail
         return f'"${{RUN[@]}}" {command}' if self.container is not None else command
 
     def get_env(self) -> dict[str, str]:
-        env = super().get_env()
-        if self.report_token:
-            env["GPUPORTAL_REPORT_TOKEN"] = self.report_token  # the job's environment, not its script
+        return {**super().get_env(), **self.token_env()}
+
+    def token_env(self) -> dict[str, str]:
+        """The tokens go into the job's environment, never its script. With the tracking token, the
+        MLflow client in the server's kernels logs to the portal (portal.tracking), as this session,
+        into the session's experiment."""
+        env = {"GPUPORTAL_REPORT_TOKEN": self.report_token} if self.report_token else {}
+        if self.tracking_token and self.portal_url:
+            experiment = SESSION_EXPERIMENT.format(name=self.name or "default")
+            env.update(zip(TRACKING_ENV, (self.portal_url.rstrip("/"), self.tracking_token, experiment),
+                           strict=True))
         return env
 
     def report_lines(self) -> str:
@@ -598,8 +618,9 @@ set -euo pipefail
         bin/ goes first on PATH, after the configured prologue (so terminals and `torchrun` find its
         programs); in a container, the runtime's command (RUN) that the server's command follows."""
         subvars = super().get_req_subvars()
-        if self.report_token and "GPUPORTAL_REPORT_TOKEN" not in subvars["keepvars"].split(","):
-            subvars["keepvars"] += ",GPUPORTAL_REPORT_TOKEN"  # keepvars was computed once, at the first start
+        # keepvars was computed once, at the first start: this start's tokens may be new to it.
+        kept = subvars["keepvars"].split(",")
+        subvars["keepvars"] = ",".join([*kept, *(name for name in self.token_env() if name not in kept)])
         reports = self.report_lines()
         subvars["prologue"] = "\n".join(line for line in (subvars.get("prologue"), reports) if line)
         if self.container is not None:

@@ -151,9 +151,9 @@ def _server(name: str, data: dict[str, Any]) -> HubServer:
     return HubServer(
         name=name, ready=bool(data.get("ready")), pending=data.get("pending"), url=data.get("url", ""),
         last_activity=_time(data.get("last_activity")),
-        # A report token in the options (the spawner keeps it out of those it stores) is never kept.
+        # Tokens in the options (the spawner keeps them out of those it stores) are never kept.
         user_options={key: value for key, value in (data.get("user_options") or {}).items()
-                      if key != "report_token"},
+                      if key not in ("report_token", "tracking_token")},
         job_id=str((data.get("state") or {}).get("job_id", "")),
         job_status=str((data.get("state") or {}).get("job_status", "")),
     )

@@ -19,6 +19,7 @@ from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.published import file_publish
 from portal.core.report_tokens import report_token
+from portal.core.tracking_tokens import tracking_token
 from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
@@ -68,12 +69,15 @@ class ServerOptions:
         """The user_options the hub gets. It has no database: the environment's kernel and prefix
         travel with its name, and the spawner checks their shape (spawners/slurm_spawner.py).
 
-        `report_token` lets the server's job report its own transitions (portal.reports); the
-        spawner hands it to the job in its environment and keeps it out of the options it stores."""
+        `report_token` lets the server's job report its own transitions (portal.reports);
+        `tracking_token` lets the MLflow client in its kernels log runs to portal.tracking as this
+        session. The spawner hands them to the job in its environment and keeps them out of the
+        options it stores."""
         options: dict[str, Any] = {"partition": self.partition, "gpus": self.gpus, "hours": self.hours,
                                    "nodes": self.nodes}
         if self.server_id is not None:
             options["report_token"] = report_token("session", self.server_id)
+            options["tracking_token"] = tracking_token("session", self.server_id)
         if self.profile:
             options["profile"] = self.profile
         if self.environment is not None and self.environment.kind == Environment.Kind.CONTAINER:

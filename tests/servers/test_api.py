@@ -11,6 +11,7 @@ from oauth2_provider.models import AccessToken, Application
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.cluster.models import PollStatus
 from portal.core.report_tokens import report_token_read
+from portal.core.tracking_tokens import tracking_token_read
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from portal.servers.services import (
@@ -98,8 +99,11 @@ def test_start_rebuilds_options_and_shows_the_server_starting(token_client, hub)
     # The session's own report token (portal.reports) travels with the options, for this one server.
     server = NotebookServer.objects.get(name="work")
     assert report_token_read(options.pop("report_token")) == ("session", server.pk)
+    # And its tracking token (portal.tracking): the MLflow client in its kernels logs as this session.
+    assert tracking_token_read(options.pop("tracking_token")) == ("session", server.pk)
     assert options == {"partition": "gpu", "gpus": 2, "hours": 8.0, "nodes": 1}
     assert "report_token" not in response.content.decode()
+    assert "tracking_token" not in response.content.decode()
 
 
 def test_default_time_on_a_limited_partition_is_its_limit(token_client, hub):
@@ -293,7 +297,8 @@ def test_a_server_whose_job_reported_its_exit_is_not_adopted_again(user):
 def test_the_hubs_view_never_keeps_a_report_token():
     from portal.servers.hub import _server
 
-    server = _server("s", {"user_options": {"gpus": 1, "report_token": "session:1:x"}, "ready": True})
+    server = _server("s", {"user_options": {"gpus": 1, "report_token": "session:1:x",
+                                            "tracking_token": "session:1:y"}, "ready": True})
     assert server.user_options == {"gpus": 1}
 
 

@@ -9,6 +9,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from portal.core.report_tokens import report_token
+from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import Job
 from portal.servers.services import server_start, server_stop
 from tests.conftest import DEMO_PASSWORDS
@@ -57,6 +58,8 @@ def test_secrets_appear_nowhere(portal_hub, live_server, settings):
         # In sbatch's environment and the hub's options only (portal.reports).
         "the job's report token": report_token("job", job["id"]),
         "the session's report token": report_token("session", server.pk),
+        # In the session's job environment (its kernels' MLflow client) and the hub's options only.
+        "the session's tracking token": tracking_token("session", server.pk),
         **{name: value for name, value in portal_hub.env.items()
            if name.endswith(("_TOKEN", "_SECRET", "_KEY")) and len(value) >= 16},
     }

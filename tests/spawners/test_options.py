@@ -157,3 +157,29 @@ def test_a_slurm_refusal_is_a_400_with_slurms_message(monkeypatch):
         run(spawner.submit_batch_script())
     assert error.value.status_code == 400
     assert "Requested node configuration is not available" in error.value.log_message
+
+
+def test_a_sessions_kernels_get_its_tracking_token_in_the_jobs_environment_only(monkeypatch):
+    """The MLflow client in the server's kernels logs to the portal as this session, into its
+    experiment: the variables are the job's environment (sbatch --export), never the script's text
+    nor the options the hub stores."""
+    monkeypatch.setattr(PortalSlurmSpawner, "name", property(lambda self: "study"))  # the hub's record's
+    spawner = make_spawner(portal_url="http://portal.example:8000/")
+    apply_portal_options(spawner, {"gpus": 0, "report_token": "session:7:r", "tracking_token": "session:7:t"})
+    env = spawner.token_env()  # what get_env adds to the hub's variables
+    assert (env["MLFLOW_TRACKING_URI"], env["MLFLOW_TRACKING_TOKEN"], env["MLFLOW_EXPERIMENT_NAME"]) == (
+        "http://portal.example:8000", "session:7:t", "session-study")
+    spawner.req_keepvars = "JUPYTERHUB_API_TOKEN"  # computed at an earlier start, without them
+    subvars = spawner.get_req_subvars()
+    assert subvars["keepvars"].split(",") == ["JUPYTERHUB_API_TOKEN", "GPUPORTAL_REPORT_TOKEN",
+                                              "MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN",
+                                              "MLFLOW_EXPERIMENT_NAME"]
+    subvars["cmd"] = spawner.cmd_formatted_for_batch()
+    subvars.update(spawner.user_options)
+    assert "session:7:t" not in run(spawner._get_batch_script(**subvars))
+    assert "tracking_token" not in spawner.user_options
+    with pytest.raises(OptionError, match="tracking_token must be the portal's token"):
+        rebuild({"tracking_token": "not a token"})
+    unset = make_spawner()  # no portal address: nothing to log to, no variables
+    apply_portal_options(unset, {"gpus": 0, "tracking_token": "session:7:t"})
+    assert list(unset.token_env()) == []
