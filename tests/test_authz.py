@@ -352,6 +352,10 @@ ROWS: dict[str, list[Row]] = {
     # A job's live curves, what its page polls: as the job page.
     "tracking/jobs/<id:job_id>/curves/": [Row("GET", lambda w: f"/tracking/jobs/{w.job.pk}/curves/", P,
                                               PAGE_MINE)],
+    # Runs and their comparison: one's own only (anybody else's run is not found, an admin's neither).
+    "tracking/runs/": [Row("GET", _fixed("/tracking/runs/"), P, PAGE_ANY)],
+    "tracking/runs/compare/": [Row("GET", lambda w: f"/tracking/runs/compare/?runs={_tracked(w)['run_id']}",
+                                   P, {**PAGE_MINE, "admin": 404})],
     # Sweeps: the owner's and an admin's; cancelling an ended one is refused (409) before any scancel.
     "sweeps/": [Row("GET", _fixed("/sweeps/"), P, PAGE_ANY)],
     "sweeps/<id:sweep_id>/": [Row("GET", lambda w: f"/sweeps/{_sweep(w)}/", P, PAGE_MINE)],

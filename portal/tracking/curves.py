@@ -23,10 +23,14 @@ class Curve:
 
 
 def job_curves(*, job: Job) -> list[Curve]:
-    """The job's live runs' metric histories, by run and key, in step order; NaN and ±max (MLflow's
-    infinities) as gaps."""
+    """The job's live runs' metric histories (runs_curves)."""
     live = Run.objects.filter(job=job, lifecycle_stage=LifecycleStage.ACTIVE).only("pk", "run_name", "run_id")
-    runs = {run.pk: run.run_name or run.run_id[:8] for run in live}
+    return runs_curves(runs={run.pk: run.run_name or run.run_id[:8] for run in live})
+
+
+def runs_curves(*, runs: dict[int, str]) -> list[Curve]:
+    """The metric histories of these runs (primary key -> the label their lines get), by run and key,
+    in step order; NaN and ±max (MLflow's infinities) as gaps."""
     if not runs:
         return []
     newest = (Metric.objects.filter(run_id__in=runs).order_by("-timestamp", "-id")

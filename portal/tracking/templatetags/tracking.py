@@ -1,5 +1,7 @@
-"""A job's live training curves on its page (portal.tracking.curves), from the database only."""
+"""A job's live training curves on its page (portal.tracking.curves), from the database only; MLflow's
+times on pages."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django import template
@@ -20,3 +22,9 @@ def job_live_curves(context: dict, job: Job) -> dict[str, Any]:
             "points": sum(len(c.steps) for c in curves), "live": not job.is_terminal,
             "fragment": context.get("fragment", False),
             "scripts_loaded": bool(context.get("metrics_chart")) or context.get("fragment", False)}
+
+
+@register.filter
+def epoch_ms(value: int | None) -> datetime | None:
+    """MLflow's time (milliseconds since the epoch) as a time the date filter formats."""
+    return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
