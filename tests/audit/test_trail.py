@@ -125,9 +125,14 @@ def _profile_add(w: World) -> None:
 
 
 def _deprovision(w: World) -> None:
-    from portal.accounts.services import user_deprovision
-    with acting("task"):
-        user_deprovision(user=w.alice)
+    """The beat's directory sync, as the worker runs it: zed is in no LDAP group any more."""
+    from portal.accounts.tasks import directory_sync
+    zed = UserFactory(username="zed")
+    zed.set_unusable_password()
+    zed.save()
+    _events_before.update(e["id"] for e in _events())
+    directory_sync.apply()
+    assert not User.objects.get(username="zed").is_active
 
 
 _events_before: set[str] = set()
@@ -239,3 +244,19 @@ def test_admin_search_and_json_lines_export(world):
     assert lines and {(x["object_type"], x["actor"]) for x in lines} == {("jobs.Job", "alice")}
     assert world.web.get("/activity/all/").status_code == 302  # not for users
     assert world.admin_web.get("/activity/all/", {"actor": "nobody"}).status_code == 200
+
+
+def test_a_poll_cycle_tasks_changes_read_poll_cycle(world):
+    """The worker's signals give each task's changes their source (portal.audit.receivers)."""
+    from types import SimpleNamespace
+
+    from portal.audit.receivers import task_context_enter, task_context_exit
+
+    job = JobFactory(user=world.alice, state="PENDING")
+    task_context_enter(task_id="t1", task=SimpleNamespace(name="portal.poll.tasks.poll_cycle"))
+    try:
+        Job.objects.filter(pk=job.pk).update(state="RUNNING")
+    finally:
+        task_context_exit(task_id="t1")
+    event = JobEvent.objects.get(pgh_obj=job, pgh_label="update")
+    assert (event.pgh_context["source"], event.pgh_context.get("user")) == ("poll cycle", None)
