@@ -135,13 +135,15 @@ def templates(state: State, slug: str | None) -> None:
 @click.option("--time", "time_limit", type=click.IntRange(1), metavar="MINUTES",
               help="Shortcut for --param time_limit=...")
 @click.option("--name", help="A name for the job (default: the template's).")
+@click.option("--account", help="Submit under this project's Slurm account (see `gpuportal projects`).")
 @click.option("--wait", is_flag=True, help="Wait for the job to end; the exit code says how it ended.")
 @click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True,
               help="Seconds between checks while waiting.")
 @common_options
 @pass_state
 def submit(state: State, template: str, pairs: tuple[str, ...], gpus: int | None, partition: str | None,
-           time_limit: int | None, name: str | None, wait: bool, interval: float) -> None:
+           time_limit: int | None, name: str | None, account: str | None, wait: bool,
+           interval: float) -> None:
     """Submit a job from TEMPLATE (see `gpuportal templates TEMPLATE` for its parameters).
 
     The request carries an Idempotency-Key and is retried with it, so a network failure never
@@ -160,6 +162,8 @@ def submit(state: State, template: str, pairs: tuple[str, ...], gpus: int | None
     body: dict[str, Any] = {"template": template, "parameters": parameters}
     if name:
         body["name"] = name
+    if account:
+        body["account"] = account
     job = client.request("POST", "/jobs/", json=body, idempotent_create=True)
     if not wait:
         if state.json:
@@ -171,6 +175,28 @@ def submit(state: State, template: str, pairs: tuple[str, ...], gpus: int | None
     if not state.json:
         err.print(f"Submitted job {job['id']} ({escape(job['name'])}); waiting for it to end.")
     _job_result(job_wait(client, job["id"], interval=interval, quiet=state.json), state)
+
+
+@click.command()
+@common_options
+@pass_state
+def projects(state: State) -> None:
+    """Your projects: the account to submit under and the GPU-hour budget, used and left."""
+    rows = state.client().get("/projects/")
+    if state.json:
+        emit_json(rows)
+        return
+    table(rows, [
+        ("PROJECT", lambda p: p["name"]), ("ACCOUNT", lambda p: p["account"]),
+        ("BUDGET GPU-H", lambda p: "none" if p["limit_gpu_hours"] is None else _hours(p["limit_gpu_hours"])),
+        ("USED", lambda p: _hours(p["used_gpu_hours"])), ("LEFT", lambda p: _hours(p["left_gpu_hours"])),
+        ("RUNS OUT", lambda p: p["run_out"] or "—"),
+        ("", lambda p: {"warning": "80 % used", "exhausted": "used up"}.get(p["level"], "")),
+    ], empty="You are in no project: submit under your default account.")
+
+
+def _hours(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
 
 
 @click.command()

@@ -13,7 +13,7 @@ from gpuportal_cli.client import EXIT_CODES_HELP, ApiError, Client, Exit
 from gpuportal_cli.context import State, common_options, pass_state
 from gpuportal_cli.extras import benchmarks, tensorboard
 from gpuportal_cli.gpus import gpu
-from gpuportal_cli.jobs import cancel, job, jobs, logs, submit, templates
+from gpuportal_cli.jobs import cancel, job, jobs, logs, projects, submit, templates
 from gpuportal_cli.output import emit_json, err, error, fields, out
 from gpuportal_cli.sessions import environments, open_, session, sessions
 
@@ -134,5 +134,5 @@ def whoami(state: State) -> None:
 
 
 for command in (templates, submit, jobs, job, logs, cancel, sessions, session, open_, environments, gpu,
-                tensorboard, benchmarks):
+                tensorboard, benchmarks, projects):
     app.add_command(command)
