@@ -81,7 +81,8 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
                      slurm: Slurm) -> JobsUnsettled:
     """Live states from this cycle's squeue; adopts due retries that Slurm already has (by comment
     and owner), and cancels a second Slurm job carrying a tracked job's comment."""
-    in_queue = {row.job_id: row for row in queue_arrays_fold(queue)}  # an array (a sweep) as one row
+    queue = queue_arrays_fold(queue)  # an array (a sweep) as one row: its tasks are no duplicates
+    in_queue = {row.job_id: row for row in queue}
     by_comment: dict[str, list[QueuedJob]] = {}
     for row in queue:
         if row.comment.startswith(COMMENT_PREFIX):
@@ -134,7 +135,8 @@ def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob],
                           report: SyncReport) -> None:
     """Final states of jobs that left the queue; then each due retry is either found in
     accounting by its UUID (adopted) or claimed and submitted, one at a time."""
-    by_id = {row.job_id: row for row in accounting_arrays_fold(rows)}
+    rows = accounting_arrays_fold(rows)  # an array (a sweep) as one row, adopted by its own id
+    by_id = {row.job_id: row for row in rows}
     final = [job for job in unsettled.left
              if (row := by_id.get(job.slurm_job_id)) is not None and _apply_accounting_row(job, row)]
     ended = _rows_update(final, _FINAL_FIELDS)
