@@ -14,6 +14,7 @@ from slurm.runner import SlurmRunner
 _JOB_ID = re.compile(r"^[1-9][0-9]{0,15}$")
 # What sacctmgr accepts as an account name without quoting questions (lower case, as it stores them).
 _ACCOUNT = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 # Slurm's largest finite time limit (INFINITE is one more); a sanity bound, the caps are lower.
 MAX_MINUTES = 0xFFFFFFFE
 
@@ -163,12 +164,12 @@ class Slurm:
 
     def account_users_add(self, *, account: str, users: Sequence[str]) -> None:
         if users:
-            self.runner.run("sacctmgr", ["--immediate", "add", "user", ",".join(users),
+            self.runner.run("sacctmgr", ["--immediate", "add", "user", ",".join(_users(users)),
                                          f"account={_accounts([account])[0]}"])
 
     def account_users_remove(self, *, account: str, users: Sequence[str]) -> None:
         if users:
-            self.runner.run("sacctmgr", ["--immediate", "delete", "user", ",".join(users),
+            self.runner.run("sacctmgr", ["--immediate", "delete", "user", ",".join(_users(users)),
                                          f"account={_accounts([account])[0]}"])
 
     def account_budget_set(self, *, account: str, minutes: int | None) -> None:
@@ -184,3 +185,9 @@ def _accounts(accounts: Sequence[str]) -> list[str]:
     if bad or not accounts:
         raise ValueError(f"not Slurm account names: {bad or accounts!r}")
     return list(accounts)
+
+
+def _users(users: Sequence[str]) -> list[str]:
+    if bad := [name for name in users if not _USER.fullmatch(name)]:
+        raise ValueError(f"not user names: {bad!r}")
+    return list(users)
