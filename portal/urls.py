@@ -55,6 +55,7 @@ urlpatterns = [
     path("launches/", include("portal.launches.urls")),
     path("notifications/", include("portal.notifications.urls")),
     path("gpus/", include("portal.gpus.urls")),
+    path("projects/", include("portal.projects.urls")),
     path("idle-gpus/", include("portal.gpus.idle_urls")),
     path("tracking/", include("portal.tracking.page_urls")),
     path("", include("portal.benchmarks.urls")),

@@ -204,6 +204,7 @@ ROWS: dict[str, list[Row]] = {
                 Row("GET", _fixed("/metrics"), A, dict.fromkeys(PRINCIPALS, 401))],
     "api/v1/policy/": [Row("GET", _fixed("/api/v1/policy/"), A, API_ANY)],
     "api/v1/projects/": [Row("GET", _fixed("/api/v1/projects/"), A, API_ANY)],  # each caller's own
+    "projects/budgets.csv": [Row("GET", _fixed("/projects/budgets.csv"), P, PAGE_ANY)],  # admins: all
     "servers/timing.csv": [Row("GET", _fixed("/servers/timing.csv"), P, PAGE_ANY)],
     "jobs/timing.csv": [Row("GET", _fixed("/jobs/timing.csv"), P, PAGE_ANY)],
     "oauth/authorize/": [Row("GET", _fixed("/oauth/authorize/"), P, {**PAGE_ANY, "owner": 400, "other": 400,

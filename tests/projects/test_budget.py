@@ -62,3 +62,18 @@ def test_usage_page_shows_the_users_budgets_with_warnings_at_80_and_100_percent(
     assert 'data-project="nlp" data-level="exhausted"' in page
     assert "Project nlp has used its 50 GPU-hours" in page
     assert 'data-project="other"' not in page  # not her group
+
+
+@pytest.mark.django_db
+def test_budgets_csv_has_every_projects_burn_for_admins_and_her_own_for_a_user(client):
+    Project.objects.create(name="vision", ldap_group="vision", slurm_account="vision", budget_gpu_hours=500,
+                           slurm_limit_gpu_minutes=30000, used_gpu_minutes=25200)
+    Project.objects.create(name="nlp", ldap_group="nlp", slurm_account="nlp", budget_gpu_hours=50)
+    client.force_login(UserFactory(username="ada", is_staff=True))
+    rows = client.get("/projects/budgets.csv").content.decode().splitlines()
+    assert rows[0].startswith("project,account,ldap_group,budget_gpu_hours,used_gpu_hours,left_gpu_hours")
+    assert [row.split(",")[:6] for row in rows[1:]] == [
+        ["nlp", "nlp", "nlp", "50.0", "", ""], ["vision", "vision", "vision", "500.0", "420.0", "80.0"]]
+    client.force_login(UserFactory(username="alice", ldap_groups=["vision"]))
+    mine = client.get("/projects/budgets.csv").content.decode().splitlines()
+    assert [row.split(",")[0] for row in mine] == ["project", "vision"]
