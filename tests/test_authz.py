@@ -276,6 +276,11 @@ ROWS: dict[str, list[Row]] = {
         {**PAGE_MINE, "owner": 302, "admin": 404})],
     "notifications/": [Row("GET", _fixed("/notifications/"), P, PAGE_ANY)],
     "api/v1/notifications/": [Row("GET", _fixed("/api/v1/notifications/"), A, API_ANY)],
+    # Everybody's own activity; everybody's, searched and exported, for admins only.
+    "activity/": [Row("GET", _fixed("/activity/"), P, PAGE_ANY)],
+    "api/v1/activity/": [Row("GET", _fixed("/api/v1/activity/"), A, API_ANY)],
+    "activity/all/": [Row("GET", _fixed("/activity/all/"), P, ADMIN_ONLY)],
+    "activity/all/export.jsonl": [Row("GET", _fixed("/activity/all/export.jsonl"), P, ADMIN_ONLY)],
     # The old page leads to the apps (no login needed to be redirected).
     "tensorboards/": [Row("GET", _fixed("/tensorboards/"), P, dict.fromkeys(PAGE_ANY, 302))],
     # No source given: refused as invalid (a message and back to the list), nothing reaches Slurm.
