@@ -16,6 +16,7 @@ from gpuportal_cli.gpus import gpu
 from gpuportal_cli.jobs import cancel, job, jobs, logs, projects, submit, templates
 from gpuportal_cli.output import emit_json, err, error, fields, out
 from gpuportal_cli.sessions import environments, open_, session, sessions
+from gpuportal_cli.sweeps import sweep
 
 EPILOG = f"""{EXIT_CODES_HELP}
 
@@ -134,5 +135,5 @@ def whoami(state: State) -> None:
 
 
 for command in (templates, submit, jobs, job, logs, cancel, sessions, session, open_, environments, gpu,
-                tensorboard, benchmarks, projects):
+                tensorboard, benchmarks, projects, sweep):
     app.add_command(command)
