@@ -33,7 +33,9 @@ class Waiting(models.Model):
 
     @property
     def reason_text(self) -> str:
-        project = Project.objects.filter(slurm_account=self.account).first() if self.account else None
+        # Only a spent budget's words name the project: no query for any other reason.
+        spent = self.reason.startswith("AssocGrpGRESMinutes") and self.account
+        project = Project.objects.filter(slurm_account=self.account).first() if spent else None
         if project is None:
             return reason_text(self.reason)
         limit = project.slurm_limit_gpu_minutes
