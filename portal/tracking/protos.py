@@ -5,7 +5,7 @@ NaN double as the string "NaN" (protobuf's JSON form, which the client parses ba
 import math
 from typing import Any
 
-from portal.tracking.models import Experiment, LatestMetric, Run
+from portal.tracking.models import Experiment, Run
 
 
 def double(value: float) -> float | str:
@@ -37,17 +37,14 @@ def run_info_json(run: Run) -> dict[str, Any]:
     return info
 
 
-def metric_json(metric: LatestMetric) -> dict[str, Any]:
-    return {"key": metric.key, "value": double(metric.value), "timestamp": metric.timestamp,
-            "step": metric.step}
-
-
 def run_json(run: Run) -> dict[str, Any]:
-    """A run with its data: the latest value of each metric, its params and tags (prefetched)."""
+    """A run with its data: the latest value of each metric, its params and tags (read as rows by
+    portal.tracking.selectors.runs_with_data)."""
     data: dict[str, Any] = {}
-    metrics = [metric_json(metric) for metric in run.latest_metrics.all()]
-    params = [{"key": param.key, "value": param.value} for param in run.params.all()]
-    tags = [{"key": tag.key, "value": tag.value} for tag in run.tags.all()]
+    metrics = [{"key": key, "value": double(value), "timestamp": timestamp, "step": step}
+               for key, value, timestamp, step in run.data_metrics]
+    params = [{"key": key, "value": value} for key, value in run.data_params]
+    tags = [{"key": key, "value": value} for key, value in run.data_tags]
     for name, items in (("metrics", metrics), ("params", params), ("tags", tags)):
         if items:
             data[name] = items
