@@ -362,8 +362,13 @@ ROWS: dict[str, list[Row]] = {
     "tracking/runs/": [Row("GET", _fixed("/tracking/runs/"), P, PAGE_ANY)],
     "tracking/runs/compare/": [Row("GET", lambda w: f"/tracking/runs/compare/?runs={_tracked(w)['run_id']}",
                                    P, {**PAGE_MINE, "admin": 404})],
+    "api/v1/runs/compare/": [Row("GET", lambda w: f"/api/v1/runs/compare/?runs={_tracked(w)['run_id']}", A,
+                                 {**API_MINE, "admin": 404})],
     # Sweeps: the owner's and an admin's; cancelling an ended one is refused (409) before any scancel.
     "sweeps/": [Row("GET", _fixed("/sweeps/"), P, PAGE_ANY)],
+    # The composer's sweep button: refused input goes back to the composer (302) for everybody.
+    "sweeps/new/<slug:template>/": [Row("POST", _fixed("/sweeps/new/pytorch-train/"), P,
+                                        dict.fromkeys(PRINCIPALS, 302))],
     "sweeps/<id:sweep_id>/": [Row("GET", lambda w: f"/sweeps/{_sweep(w)}/", P, PAGE_MINE)],
     "sweeps/<id:sweep_id>/cancel/": [Row("POST", lambda w: f"/sweeps/{_sweep(w)}/cancel/", P,
                                          {**PAGE_MINE, "owner": 302, "admin": 302})],

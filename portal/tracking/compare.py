@@ -43,6 +43,8 @@ class Comparison:
     labels: list[str]  # each run's line in the charts, in the order of `runs`
     params: list[ParamRow]
     groups: list[SeedGroup]  # only those of two runs or more
+    curves: list[Curve]  # by run label and key
+    seed_points: list[dict[str, Any]]  # by group label, key and step: mean, min, max, runs
     chart: dict[str, Any] | None  # every run's curves, one panel per key
     seed_chart: dict[str, Any] | None  # each group's mean and min-max band, one panel per key
 
@@ -96,9 +98,10 @@ def runs_compare(*, user: Any, run_ids: list[str]) -> Comparison:
     label_of = {run.pk: label for run, label in zip(runs, labels, strict=True)}
     curves = runs_curves(runs=label_of)
     groups = _seed_groups(runs, params, differing={row.key for row in rows if row.differs})
-    return Comparison(runs=runs, labels=labels, params=rows, groups=groups,
-                      chart=job_metrics_chart(metrics=curves),
-                      seed_chart=_seed_chart(groups, curves, label_of))
+    seed_points = _seed_points(groups, curves, label_of)
+    return Comparison(runs=runs, labels=labels, params=rows, groups=groups, curves=curves,
+                      seed_points=seed_points, chart=job_metrics_chart(metrics=curves),
+                      seed_chart=_seed_chart(seed_points))
 
 
 def _labels(runs: list[Run]) -> list[str]:
@@ -124,11 +127,11 @@ def _seed_groups(runs: list[Run], params: dict[int, dict[str, str]], differing: 
     return groups
 
 
-def _seed_chart(groups: list[SeedGroup], curves: list[Curve],
-                labels: dict[int, str]) -> dict[str, Any] | None:
+def _seed_points(groups: list[SeedGroup], curves: list[Curve],
+                 labels: dict[int, str]) -> list[dict[str, Any]]:
     """Per group and key, at each step: the mean of the group's runs' values there, and their min
     and max (a band), from the runs that have a value at that step."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for group in groups:
         members = {labels[run.pk] for run in group.runs}
         at: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -140,6 +143,10 @@ def _seed_chart(groups: list[SeedGroup], curves: list[Curve],
         rows += [{"tag": tag, "group": group.label, "step": step, "mean": fmean(values), "min": min(values),
                   "max": max(values), "runs": len(values)}
                  for tag, steps in sorted(at.items()) for step, values in sorted(steps.items())]
+    return rows
+
+
+def _seed_chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not rows:
         return None
     return {

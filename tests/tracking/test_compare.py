@@ -104,3 +104,23 @@ def test_bad_selections_are_a_400_saying_why(client, alice, query, message):
     client.force_login(alice)
     response = client.get(f"/tracking/runs/compare/?{query}")
     assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_the_api_answers_what_the_page_shows(alice, sweep):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(alice)
+    body = api.get(f"/api/v1/runs/compare/?runs={','.join(run.run_id for run in sweep)}").json()
+    assert [run["label"] for run in body["runs"]] == ["a", "b", "c", "d"]
+    assert {row["key"]: row["differs"] for row in body["params"]} == {"batch": True, "lr": True, "seed": True}
+    curves = {(curve["run"], curve["key"]): curve["values"] for curve in body["curves"]}
+    assert curves[("a", "loss")] == [1.0, 0.5]
+    [group] = body["seed_groups"]
+    assert group["run_ids"] == [sweep[0].run_id, sweep[1].run_id]
+    assert [(p["key"], p["step"], p["mean"], p["min"], p["max"]) for p in group["points"]] == [
+        ("loss", 0, 2.0, 1.0, 3.0), ("loss", 1, 0.6, 0.5, 0.7)]
+    response = api.get("/api/v1/runs/compare/?runs=nope")
+    assert response.status_code == 400 and "runs" in response.json()["fields"], response.json()
+    api.force_authenticate(UserFactory(username="bob"))
+    assert api.get(f"/api/v1/runs/compare/?runs={sweep[0].run_id}").status_code == 404
