@@ -37,8 +37,12 @@ class AuditedRequest(DjangoRequest, WSGIRequest):
 
 class AuditMiddleware(HistoryMiddleware):
     def get_context(self, request: HttpRequest) -> dict[str, object]:
-        return {**super().get_context(request), "source": request_source(request),
-                "address": client_address(request), "acting_as": "session"}
+        source = request_source(request)
+        # A report comes with its job's token, the hub with its OAuth client; the rest with a login
+        # session until DRF says it was an API token.
+        acting_as = {context.REPORT: "job report token", context.HUB: "hub"}.get(source, "session")
+        return {**super().get_context(request), "source": source, "address": client_address(request),
+                "acting_as": acting_as}
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         # A GET never writes (the portal's rule), so it pays nothing.

@@ -95,6 +95,16 @@ def _job_cancel(w: World) -> None:
     assert w.api.post(f"/api/v1/jobs/{job.pk}/cancel/", **CLI).status_code == 202
 
 
+def _job_reports_start(w: World) -> None:
+    """A job's own script says it started (its report token), as on a compute node."""
+    from portal.core.report_tokens import report_token
+    job = JobFactory(user=w.alice, state="PENDING", started_at=None)
+    _events_before.update(e["id"] for e in _events())
+    response = APIClient().post("/api/v1/reports/", {"event": "started", "node": "n1"}, format="json",
+                                HTTP_AUTHORIZATION=f"Report {report_token('job', job.pk)}")
+    assert response.json() == {"applied": True}
+
+
 def _session_start(w: World) -> None:
     response = w.api.post("/api/v1/sessions/", {"name": "audited", "gpus": 1}, format="json")
     assert response.status_code == 202, response.content
@@ -145,6 +155,7 @@ ACTIONS: list[tuple[Callable[[World], None], str, str, str | None, str]] = [
     (_token_revoke, "accounts.ApiToken", "delete", "alice", "cli"),
     (_job_submit, "jobs.Job", "create", "alice", "rest"),
     (_job_cancel, "jobs.Job", "update", "alice", "cli"),
+    (_job_reports_start, "jobs.Job", "update", None, "report"),
     (_session_start, "servers.NotebookServer", "create", "alice", "rest"),
     (_registry_key_set, "containers.RegistryCredential", "create", "alice", "rest"),
     (_registry_key_delete, "containers.RegistryCredential", "delete", "alice", "rest"),
