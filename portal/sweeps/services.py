@@ -234,3 +234,28 @@ def sweeps_follow(*, queue: list[QueuedJob]) -> int:
         if states != sweep.task_states:
             written += Sweep.objects.filter(pk=sweep.pk).update(task_states=states)
     return written
+
+
+def space_parse(text: str) -> dict[str, Any]:
+    """The composer's lines, as the CLI's --vary: `lr=0.001,0.01` (a list) or `lr=1e-4:1e-1:log` (a
+    range, for a random sweep). Numbers stay numbers."""
+    space: dict[str, Any] = {}
+    for number, line in enumerate(text.strip().splitlines(), start=1):
+        name, sep, raw = line.strip().partition("=")
+        if not sep or not name.strip() or not raw.strip():
+            raise InvalidInput({"space": [f"Line {number}: NAME=V1,V2,... or NAME=MIN:MAX[:log]."]})
+        parts = raw.strip().split(":")
+        if len(parts) in (2, 3) and "," not in raw and (len(parts) == 2 or parts[2] == "log"):
+            space[name.strip()] = {"min": _number(parts[0]), "max": _number(parts[1]), "log": len(parts) == 3}
+        else:
+            space[name.strip()] = [_number(item.strip()) for item in raw.split(",")]
+    return space
+
+
+def _number(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text

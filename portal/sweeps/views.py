@@ -7,11 +7,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.core.errors import Conflict, NotFound, Unavailable
+from portal.core.errors import Conflict, InvalidInput, NotFound, Unavailable
+from portal.jobs.job_templates import catalog
 from portal.sweeps.charts import parallel_coordinates, params_vs_objective
 from portal.sweeps.models import Sweep
 from portal.sweeps.selectors import TaskRun, sweep_get, sweep_list, sweep_view
-from portal.sweeps.services import sweep_cancel
+from portal.sweeps.services import SweepSpec, space_parse, sweep_cancel, sweep_submit
 
 
 def _sweep_or_404(request: HttpRequest, sweep_id: int) -> Sweep:
@@ -68,4 +69,34 @@ def sweep_cancel_view(request: HttpRequest, sweep_id: int) -> HttpResponse:
         messages.error(request, error.message)
     else:
         messages.success(request, "The rest of the sweep is being cancelled.")
+    return redirect("sweeps:detail", sweep_id=sweep.pk)
+
+
+def _whole(text: str | None) -> int | None:
+    return int(text) if text and text.strip().lstrip("-").isdigit() else None
+
+
+@login_required
+@require_POST
+def sweep_new_view(request: HttpRequest, template: str) -> HttpResponse:
+    """The job composer's "Start the sweep": its template fields are the sweep's base parameters.
+    Refused input goes back to the composer, each field's problem as a message."""
+    found = catalog().templates.get(template)
+    if found is None:
+        raise NotFound("No such template.")
+    post = request.POST
+    try:
+        sweep = sweep_submit(user=request.user, spec=SweepSpec(
+            template=template, parameters={p.name: p.from_form(post.get(p.name)) for p in found.parameters},
+            method=post.get("sweep_method", "grid"), space=space_parse(post.get("sweep_space", "")),
+            samples=_whole(post.get("sweep_samples")), seed=_whole(post.get("sweep_seed")),
+            concurrency=_whole(post.get("sweep_concurrency")) or 0, objective=post.get("sweep_objective", ""),
+            direction=post.get("sweep_direction", ""), name=post.get("name", ""),
+            account=post.get("account", "")))
+    except InvalidInput as error:
+        for field, problems in error.fields.items():
+            nested = problems.items() if isinstance(problems, dict) else [(None, problems)]
+            for name, messages_of in nested:
+                messages.error(request, f"Sweep, {name or field}: {' '.join(str(m) for m in messages_of)}")
+        return redirect("jobs:compose", slug=template)
     return redirect("sweeps:detail", sweep_id=sweep.pk)

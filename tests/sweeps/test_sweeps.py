@@ -165,3 +165,24 @@ def test_progress_best_run_and_another_users_sweep(token_client, partitions, no_
     assert bob.get(f"/api/v1/sweeps/{sweep.pk}/").status_code == 404
     assert bob.post(f"/api/v1/sweeps/{sweep.pk}/cancel/").status_code == 404
     assert bob.get("/api/v1/sweeps/").json()["results"] == []
+
+
+def test_the_composers_sweep_button(client, user, partitions, no_sbatch, django_capture_on_commit_callbacks):
+    client.force_login(user)
+    page = client.get("/jobs/new/pytorch-train/").content.decode()
+    assert 'id="sweep-options"' in page and 'formaction="/sweeps/new/pytorch-train/"' in page
+    form = {"name": "from the composer", "entrypoint": "templates/mnist_ddp.py", "args": "--epochs 1",
+            "gpus": "1", "time_limit": "10",
+            "sweep_space": "lr=0.01,0.1\r\nbatch-size=32,64", "sweep_method": "grid",
+            "sweep_concurrency": "2", "sweep_objective": "accuracy/test", "sweep_direction": "max"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/sweeps/new/pytorch-train/", form)
+    assert Sweep.objects.exists(), [str(m) for m in response.wsgi_request._messages]
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/sweeps/{sweep.pk}/"
+    assert sweep.tasks == [{"lr": 0.01, "batch-size": 32}, {"lr": 0.01, "batch-size": 64},
+                           {"lr": 0.1, "batch-size": 32}, {"lr": 0.1, "batch-size": 64}]
+    assert sweep.name == "from the composer" and no_sbatch == [sweep.job_id]
+    refused = client.post("/sweeps/new/pytorch-train/", {**form, "sweep_concurrency": "9", "gpus": "2"},
+                          follow=True)
+    assert "Sweep, concurrency" in refused.content.decode() and Sweep.objects.count() == 1
