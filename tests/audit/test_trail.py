@@ -5,6 +5,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from types import SimpleNamespace
+from unittest.mock import patch
 
 import pghistory
 import pytest
@@ -23,8 +25,9 @@ from portal.audit.services import audit_prune
 from portal.containers.models import RegistryCredential
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer
+from slurm.adapter import Slurm
 from tests.conftest import DEMO_PASSWORDS
-from tests.factories import JobFactory, UserFactory
+from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory, PartitionFactory
 
 pytestmark = pytest.mark.django_db
@@ -110,6 +113,22 @@ def _session_start(w: World) -> None:
     assert response.status_code == 202, response.content
 
 
+def _pull(w: World) -> None:
+    from portal.containers.services import image_create
+    image = image_create(name="remote", runtime="podman",
+                         reference="127.0.0.1:5000/gpuportal/python:3.11-bookworm")
+    _events_before.update(e["id"] for e in _events())
+    assert w.api.post(f"/api/v1/images/{image.pk}/pull/").status_code == 202
+
+
+def _app_stop(w: World) -> None:
+    app = AppFactory(user=w.alice, state="ready", slurm_job_id="777", host="vm", port=43123)
+    _events_before.update(e["id"] for e in _events())
+    scancel_only = SimpleNamespace(cancel=lambda **kw: None)  # the stop's one Slurm call
+    with patch.object(Slurm, "from_settings", classmethod(lambda cls: scancel_only)):
+        assert w.api.delete(f"/api/v1/apps/{app.pk}/", **CLI).status_code == 200
+
+
 def _registry_key_set(w: World) -> None:
     body = {"registry": "127.0.0.1:5000", "username": "u", "key": "s3cret-key"}
     assert w.api.post("/api/v1/registry-keys/", body, format="json").status_code == 201
@@ -157,6 +176,8 @@ ACTIONS: list[tuple[Callable[[World], None], str, str, str | None, str]] = [
     (_job_cancel, "jobs.Job", "update", "alice", "cli"),
     (_job_reports_start, "jobs.Job", "update", None, "report"),
     (_session_start, "servers.NotebookServer", "create", "alice", "rest"),
+    (_pull, "containers.Pull", "create", "alice", "rest"),
+    (_app_stop, "webapps.App", "update", "alice", "cli"),
     (_registry_key_set, "containers.RegistryCredential", "create", "alice", "rest"),
     (_registry_key_delete, "containers.RegistryCredential", "delete", "alice", "rest"),
     (_extension_refused, "extensions.ExtensionRequest", "create", "alice", "rest"),
@@ -259,8 +280,6 @@ def test_admin_search_and_json_lines_export(world):
 
 def test_a_poll_cycle_tasks_changes_read_poll_cycle(world):
     """The worker's signals give each task's changes their source (portal.audit.receivers)."""
-    from types import SimpleNamespace
-
     from portal.audit.receivers import task_context_enter, task_context_exit
 
     job = JobFactory(user=world.alice, state="PENDING")
