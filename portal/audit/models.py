@@ -20,6 +20,7 @@ from portal.containers.models import Image, Pull, RegistryCredential
 from portal.extensions.models import ExtensionRequest
 from portal.jobs.models import Job
 from portal.policy.models import ResourceProfile
+from portal.projects.models import Project
 from portal.servers.models import NotebookServer
 from portal.webapps.models import App
 
@@ -76,3 +77,6 @@ _track(ExtensionRequest, "ExtensionEvent",
        changes=["state"])
 _track(ResourceProfile, "ProfileEvent", ["name", "title", "partition", "gpus", "hours", "nodes", "groups"],
        changes=["name", "title", "partition", "gpus", "hours", "nodes", "groups"])
+# Budgets: what admins set and apply to Slurm; not the usage the poll cycle reads every cycle.
+_track(Project, "ProjectEvent", ["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"],
+       changes=["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"])

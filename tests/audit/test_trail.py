@@ -153,6 +153,12 @@ def _profile_add(w: World) -> None:
     assert response.status_code == 302, response.content[:2000]
 
 
+def _budget_set(w: World) -> None:
+    form = {"name": "vision", "ldap_group": "vision", "slurm_account": "vision", "budget_gpu_hours": 500}
+    response = w.admin_web.post("/admin/projects/project/add/", form)
+    assert response.status_code == 302, response.content[:2000]
+
+
 def _deprovision(w: World) -> None:
     """The beat's directory sync, as the worker runs it: zed is in no LDAP group any more."""
     from portal.accounts.tasks import directory_sync
@@ -182,6 +188,7 @@ ACTIONS: list[tuple[Callable[[World], None], str, str, str | None, str]] = [
     (_registry_key_delete, "containers.RegistryCredential", "delete", "alice", "rest"),
     (_extension_refused, "extensions.ExtensionRequest", "create", "alice", "rest"),
     (_profile_add, "policy.ResourceProfile", "create", "ada", "admin"),
+    (_budget_set, "projects.Project", "create", "ada", "admin"),
     (_deprovision, "accounts.User", "update", None, "task"),
 ]
 
