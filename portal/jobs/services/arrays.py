@@ -27,7 +27,8 @@ def queue_arrays_fold(queue: list[QueuedJob]) -> list[QueuedJob]:
 
 def accounting_arrays_fold(rows: list[AccountedJob]) -> list[AccountedJob]:
     """Accounting with each array's task rows replaced by one under the array's id: its state the
-    first task's that is live, else the first that did not complete, else COMPLETED; its elapsed
+    first task's that is live, else CANCELLED if any task was (the array was cut short), else the
+    first that did not complete, else COMPLETED; its elapsed
     time the tasks' sum (GPU-hours add up); its end unknown while any task's is."""
     groups: dict[str, list[AccountedJob]] = {}
     plain: list[AccountedJob] = []
@@ -38,8 +39,9 @@ def accounting_arrays_fold(rows: list[AccountedJob]) -> list[AccountedJob]:
             groups.setdefault(parts[0], []).append(row)
     for array_id, tasks in groups.items():
         live = [task for task in tasks if slurm_states.is_live(task.state)]
+        cancelled = [task for task in tasks if task.base_state == "CANCELLED"]
         failed = [task for task in tasks if task.base_state != "COMPLETED"]
-        chosen = (live or failed or tasks)[0]
+        chosen = (live or cancelled or failed or tasks)[0]
         ends = [task.end_time for task in tasks]
         starts = [task.start_time for task in tasks if task.start_time is not None]
         plain.append(replace(
