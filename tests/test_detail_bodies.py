@@ -38,6 +38,14 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
         return Image.objects.create(name="cat", runtime="charliecloud", reference="nvcr.io/x/y:1",
                                     owner=alice, source=catalog, local="/home/alice/img").pk
 
+    def sweep() -> int:
+        from portal.sweeps.models import Sweep
+
+        return Sweep.objects.create(
+            user=alice, job=JobFactory(user=alice, state="RUNNING", slurm_job_id="7272"), name="s",
+            template="pytorch-train", method="list", space=[{"lr": 0.1}], tasks=[{"lr": 0.1}], concurrency=1,
+            objective="loss", direction="min").pk
+
     def session() -> str:
         SlurmJobFactory(job_id="7777", state="RUNNING")
         return NotebookServerFactory(user=alice, name="nb", job_id="7777").name
@@ -54,6 +62,7 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
         "board_id": lambda: AppFactory(user=alice, state="ready").pk,
         "app_id": lambda: AppFactory(user=alice, state="ready").pk,
         "token_id": lambda: api_token_create(user=alice, name="hers")[0].pk,
+        "sweep_id": sweep,
     }
 
 
