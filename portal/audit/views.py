@@ -1,6 +1,8 @@
 """Activity on my things (every user) and the admins' search with its JSON Lines export."""
 
 import json
+from collections.abc import Iterator
+from itertools import count
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -49,8 +51,8 @@ def export_view(request: HttpRequest) -> HttpResponse:
         return HttpResponse(json.dumps(form.errors), status=400, content_type="application/json")
     events = events_search(search)
 
-    def lines():
-        for start in range(0, 10**9, 500):
+    def lines() -> Iterator[str]:
+        for start in count(0, 500):
             chunk = list(events[start:start + 500])
             if not chunk:
                 return
