@@ -80,7 +80,8 @@ def test_real_sacct_has_the_fields_but_not_the_tres(slurm):
     config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
     assert "gres/gpuutil" not in config
     since = datetime.now(UTC) - timedelta(days=30)
-    ended = [row.job_id for row in slurm.accounting(since=since).rows if row.base_state == "COMPLETED"]
+    ended = [row.job_id for row in slurm.accounting(since=since).rows
+             if row.base_state == "COMPLETED" and row.job_id.isdigit()]  # not an array task (<id>_<n>)
     if not ended:
         pytest.skip("no finished job in the bed's accounting yet")
     parsed = slurm.gpu_usage(ended[-3:])
