@@ -40,8 +40,14 @@ PAGE_SIZE = 50
 def _job_or_404(request: HttpRequest, job_id: int) -> Job:
     job = job_get(user=request.user, job_id=job_id)
     if job is None:
-        raise Http404
+        raise Http404("No such job.")
     return job
+
+
+def job_part_render(request: HttpRequest, job_id: int, template: str) -> HttpResponse:
+    """One part of a job's page alone, from the database: what the page's own polling
+    (core/live.js) swaps in, for the parts other apps add to it (GPUs, live curves)."""
+    return render(request, template, {"job": _job_or_404(request, job_id), "fragment": True})
 
 
 @login_required

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from portal.core.converters import id_or_none
 from portal.core.errors import InvalidInput, NotFound
-from portal.jobs.selectors import job_get
+from portal.jobs.views import job_part_render
 from portal.tracking.compare import (
     COMPARE_RUNS_MAX,
     compare_run_ids,
@@ -24,11 +24,8 @@ HISTORY_RUNS_MAX = 200  # newest first; a filter by experiment reaches older one
 @login_required
 @require_GET
 def job_curves_view(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The job page's live curves alone, from the database (core/live.js swaps them in)."""
-    job = job_get(user=request.user, job_id=job_id)
-    if job is None:
-        raise Http404("No such job.")
-    return render(request, "tracking/job_curves.html", {"job": job, "fragment": True})
+    """The job page's live curves alone (core/live.js swaps them in)."""
+    return job_part_render(request, job_id, "tracking/job_curves.html")
 
 
 @login_required
