@@ -9,7 +9,8 @@ from portal.core.pagination import CursorPage
 
 
 class ActivityPage(CursorPage):
-    ordering = "-pgh_created_at"
+    # The events of one transaction share their time: the slug makes the order, and the pages, exact.
+    ordering = ("-pgh_created_at", "-pgh_slug")
 
 
 class ActivityApi(GenericAPIView):

@@ -297,3 +297,14 @@ def test_a_poll_cycle_tasks_changes_read_poll_cycle(world):
         task_context_exit(task_id="t1")
     event = JobEvent.objects.get(pgh_obj=job, pgh_label="update")
     assert (event.pgh_context["source"], event.pgh_context.get("user")) == ("poll cycle", None)
+
+
+def test_the_activity_api_pages_and_refuses_a_foreign_cursor(world):
+    for _ in range(3):
+        _job_submit(world)
+    first = world.api.get("/api/v1/activity/", {"page_size": 2}).json()
+    assert len(first["results"]) == 2 and first["next"]
+    second = world.api.get(first["next"]).json()
+    assert {r["id"] for r in first["results"]}.isdisjoint(r["id"] for r in second["results"])
+    response = world.api.get("/api/v1/activity/", {"cursor": "bogus"})
+    assert response.status_code == 400 and "cursor" in response.json()["fields"]
