@@ -1,6 +1,10 @@
 """Where an action came from, as recorded in each event's context (`source`)."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pghistory
+from pghistory import runtime
 
 WEB = "web"
 REST = "rest"
@@ -20,3 +24,16 @@ def acting(source: str, **metadata: object) -> pghistory.context:
     """A context (decorator or `with`) that attributes the database changes inside it to `source`;
     nested inside a request's context it adds to it."""
     return pghistory.context(source=source, **metadata)
+
+
+@contextmanager
+def acting_part(source: str) -> Iterator[None]:
+    """Attribute the changes inside to `source` (e.g. the idle culler, whose stop the poll cycle
+    only learns), then give the outer context its own source back: pghistory's nested contexts
+    add to the outer one for good."""
+    outer = getattr(runtime._tracker, "value", None)
+    before = outer.metadata.get("source") if outer is not None else None
+    with pghistory.context(source=source):
+        yield
+    if before is not None:
+        pghistory.context(source=before)

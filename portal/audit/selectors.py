@@ -62,10 +62,6 @@ def describe(event: Events, actors: dict[int, User]) -> dict[str, object]:
     actor = actors.get(ctx.get("user"))
     data = event.pgh_data or {}
     source = ctx.get("source", "system")
-    # The poll cycle learns that the idle culler stopped a session: the culler did it.
-    if event.pgh_obj_model == "servers.NotebookServer" and data.get("end_reason") == "idle" \
-            and event.pgh_diff and "ended_at" in event.pgh_diff:
-        source = "culler"
     return {
         "id": event.pgh_slug,
         "at": event.pgh_created_at,

@@ -3,6 +3,7 @@
 import json
 import logging
 import re
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
+from portal.audit.context import CULLER, acting_part
 from portal.cluster.models import PollStatus, SlurmJob
 from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
@@ -504,9 +506,16 @@ def servers_apply_accounting(*, servers: list[NotebookServer], rows: list[Accoun
         row = by_id.get(server.job_id)
         if row is None or not _accounting_final(row):
             continue
-        ended += NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
-            ended_at=row.end_time, end_reason=_end_reason(server, row))
+        reason = _end_reason(server, row)
+        with _ended_by(reason):
+            ended += NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
+                ended_at=row.end_time, end_reason=reason)
     return ended
+
+
+def _ended_by(reason: str) -> AbstractContextManager:
+    """The audit trail's source of an end: the idle culler stopped it, the poll cycle learns it."""
+    return acting_part(CULLER) if reason == NotebookServer.EndReason.IDLE else nullcontext()
 
 
 def _accounting_final(row: AccountedJob) -> bool:
@@ -524,9 +533,11 @@ def server_end_refine(*, server: NotebookServer, row: AccountedJob) -> bool:
     the record meanwhile. False while the record is not final yet."""
     if not _accounting_final(row):
         return False
-    NotebookServer.objects.filter(pk=server.pk, ended_at=server.ended_at, end_reason=server.end_reason,
-                                  end_reason__in=REPORTED_END_REASONS).update(
-        ended_at=row.end_time, end_reason=_end_reason(server, row))
+    reason = _end_reason(server, row)
+    with _ended_by(reason):
+        NotebookServer.objects.filter(pk=server.pk, ended_at=server.ended_at, end_reason=server.end_reason,
+                                      end_reason__in=REPORTED_END_REASONS).update(
+            ended_at=row.end_time, end_reason=reason)
     return True
 
 

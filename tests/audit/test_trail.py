@@ -308,3 +308,29 @@ def test_the_activity_api_pages_and_refuses_a_foreign_cursor(world):
     assert {r["id"] for r in first["results"]}.isdisjoint(r["id"] for r in second["results"])
     response = world.api.get("/api/v1/activity/", {"cursor": "bogus"})
     assert response.status_code == 400 and "cursor" in response.json()["fields"]
+
+
+def test_a_session_the_idle_culler_stopped_reads_culler_and_the_cycle_goes_on_as_itself(world, settings):
+    """The poll cycle learns from Slurm's accounting that a session was cancelled after its idle
+    time: the culler's doing (portal.servers.services.servers_apply_accounting)."""
+    from portal.audit.receivers import task_context_enter, task_context_exit
+    from portal.servers.services import servers_apply_accounting
+    from slurm.parsing import AccountedJob
+
+    idle_since = timezone.now() - timedelta(seconds=settings.SERVERS_IDLE_TIMEOUT_SECONDS + 60)
+    server = NotebookServerFactory(user=world.alice, name="idle", job_id="6161", last_activity=idle_since)
+    job = JobFactory(user=world.alice, state="PENDING")
+    row = AccountedJob(job_id="6161", state="CANCELLED by 0", exit_code=0, exit_signal=0,
+                       submit_time=idle_since, start_time=idle_since, end_time=timezone.now(),
+                       elapsed_seconds=3600, nodes="gpu-node1", gpus=1, reason="", comment="",
+                       submit_line="", partition="gpu")
+    task_context_enter(task_id="t2", task=SimpleNamespace(name="portal.poll.tasks.poll_cycle"))
+    try:
+        assert servers_apply_accounting(servers=[server], rows=[row]) == 1
+        Job.objects.filter(pk=job.pk).update(state="RUNNING")
+    finally:
+        task_context_exit(task_id="t2")
+    ended = [r for r in described(list(activity_of(world.alice)))
+             if r["object_type"] == "servers.NotebookServer" and r["action"] == "update"]
+    assert [(r["source"], r["actor"], r["data"]["end_reason"]) for r in ended] == [("culler", None, "idle")]
+    assert JobEvent.objects.get(pgh_obj=job, pgh_label="update").pgh_context["source"] == "poll cycle"
