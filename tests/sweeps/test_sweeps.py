@@ -186,3 +186,30 @@ def test_the_composers_sweep_button(client, user, partitions, no_sbatch, django_
     refused = client.post("/sweeps/new/pytorch-train/", {**form, "sweep_concurrency": "9", "gpus": "2"},
                           follow=True)
     assert "Sweep, concurrency" in refused.content.decode() and Sweep.objects.count() == 1
+
+
+def test_an_arrays_tasks_are_not_second_jobs_with_its_comment():
+    """Every task of an array carries the array's comment: none is cancelled as a duplicate, while a
+    real second Slurm job with the comment still is; the job runs while a task does."""
+    from django.utils import timezone
+
+    from portal.jobs.services.sync import SyncReport, jobs_apply_queue
+    from tests.factories import JobFactory
+
+    job = JobFactory(state=JobState.PENDING, slurm_job_id="55", slurm_submitted_at=timezone.now())
+    cancelled = []
+
+    class Cancels:
+        def cancel(self, *, job_id, user):
+            cancelled.append(job_id)
+
+    def row(job_id, state):
+        return QueuedJob(**{**_queued(job_id, state).__dict__, "comment": job.slurm_comment,
+                            "user": job.user.username})
+
+    report = SyncReport()
+    jobs_apply_queue(queue=[row("55_0", "RUNNING"), row("55_[1-3%1]", "PENDING"), row("56", "PENDING")],
+                     queried_at=timezone.now(), report=report, slurm=Cancels())
+    assert cancelled == ["56"]
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
