@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from portal.accounts.models import User
 from portal.accounts.services import deprovision_reason
 from portal.containers.deprovision import pulls_of_inactive_end
+from portal.jobs.services.arrays import queue_arrays_fold
 from portal.jobs.services.deprovision import jobs_of_inactive_end
 from portal.servers.deprovision import servers_of_inactive_end
 from portal.servers.services import JOB_NAME_PREFIX
@@ -61,7 +62,8 @@ def inactive_work_end(*, user_id: int | None = None, queue: list[QueuedJob] | No
 
 def _strays_cancel(queue: list[QueuedJob], slurm: Slurm) -> int:
     """Cancel the live portal jobs (by comment or the hub's job name) of inactive users."""
-    ours = [row for row in queue if is_live(row.state)
+    # An array (a sweep) as one row: scancel takes its id, not a task's `<id>_[5-7%4]`.
+    ours = [row for row in queue_arrays_fold(queue) if is_live(row.state)
             and (row.comment.startswith(PORTAL_COMMENT_PREFIX) or row.name.startswith(JOB_NAME_PREFIX))]
     if not ours:
         return 0

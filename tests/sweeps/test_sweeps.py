@@ -213,3 +213,18 @@ def test_an_arrays_tasks_are_not_second_jobs_with_its_comment():
     assert cancelled == ["56"]
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
+
+
+def test_an_inactive_users_array_is_cancelled_by_its_own_id():
+    from portal.poll.deprovisioned import _strays_cancel
+
+    UserFactory(username="carol", is_active=False)
+    cancelled = []
+
+    class Operator:
+        def cancel_as_operator(self, *, job_id):
+            cancelled.append(job_id)
+
+    rows = [QueuedJob(**{**_queued(job_id, state).__dict__, "user": "carol"})
+            for job_id, state in [("88_0", "RUNNING"), ("88_[1-7%2]", "PENDING")]]
+    assert _strays_cancel(rows, Operator()) == 1 and cancelled == ["88"]
