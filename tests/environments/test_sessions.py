@@ -28,6 +28,7 @@ def test_the_environment_reaches_the_hub_and_the_record(token_client, hub):
     assert response.json()["environment"] == "pytorch"
     [options] = hub.started
     assert options.pop("report_token")  # the session's own (tests/reports)
+    assert options.pop("tracking_token")  # its MLflow token (portal.tracking)
     assert options == {"partition": "gpu", "gpus": 1, "hours": 8.0, "nodes": 1,
                        "environment": "pytorch", "environment_kernel": "pytorch",
                        "environment_path": "/opt/gpuportal/envs/pytorch"}
