@@ -369,9 +369,6 @@ ROWS: dict[str, list[Row]] = {
     # The composer's sweep button: refused input goes back to the composer (302) for everybody.
     "sweeps/new/<slug:template>/": [Row("POST", _fixed("/sweeps/new/pytorch-train/"), P,
                                         dict.fromkeys(PRINCIPALS, 302))],
-    # The composer's sweep button: refused input goes back to the composer (302) for everybody.
-    "sweeps/new/<slug:template>/": [Row("POST", _fixed("/sweeps/new/pytorch-train/"), P,
-                                        dict.fromkeys(PRINCIPALS, 302))],
     "sweeps/<id:sweep_id>/": [Row("GET", lambda w: f"/sweeps/{_sweep(w)}/", P, PAGE_MINE)],
     "sweeps/<id:sweep_id>/cancel/": [Row("POST", lambda w: f"/sweeps/{_sweep(w)}/cancel/", P,
                                          {**PAGE_MINE, "owner": 302, "admin": 302})],
