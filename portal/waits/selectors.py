@@ -2,12 +2,18 @@
 
 from collections.abc import Iterable
 
+from django.db.models import Q
+
 from portal.waits.models import Waiting
 
 
 def waiting_get(*, job_id: str) -> Waiting | None:
-    """The row of a pending Slurm job, if the last cycle saw it pending."""
-    return Waiting.objects.filter(job_id=job_id).first() if job_id else None
+    """The row of a pending Slurm job, if the last cycle saw it pending; for a job array (a sweep),
+    its pending tasks' row (squeue lists them as <id>_[a-b%K] or <id>_<n>), the first task first."""
+    if not job_id:
+        return None
+    rows = Waiting.objects.filter(Q(job_id=job_id) | Q(job_id__startswith=f"{job_id}_"))
+    return rows.order_by("job_id").first()
 
 
 def waiting_by_job(*, job_ids: Iterable[str]) -> dict[str, Waiting]:

@@ -69,3 +69,13 @@ def test_a_queued_sessions_card_and_api(user, browser, token_client):
     assert token_client.get("/api/v1/sessions/waits/").json()["waiting"] == waiting
     page = browser.get("/servers/").content.decode()
     assert page.count("data-why-waiting") == 1 and "not known yet" in page and "higher priority" in page
+
+
+def test_a_pending_job_array_says_why_its_tasks_wait(user, browser, token_client):
+    """A sweep is one job, an array: squeue lists its pending tasks as <id>_[a-b%K]."""
+    job = JobFactory(user=user, state="PENDING", slurm_job_id="4300", reason="Resources")
+    _waiting("43001")  # another job whose id merely starts alike
+    _waiting("4300_[0-7%4]", position=3)
+    waiting = token_client.get(f"/api/v1/jobs/{job.pk}/").json()["waiting"]
+    assert waiting["position"] == 3
+    assert "Why it waits" in browser.get(f"/jobs/{job.pk}/").content.decode()
