@@ -82,6 +82,12 @@ def test_notebook_shape(notebook):
     assert nb.metadata.kernelspec.name in {"pytorch", "tensorflow", "jax", "ir"}
 
 
+@pytest.mark.parametrize("folder", sorted(TRAINING))
+def test_training_notebooks_write_to_tensorboard_logdir_when_it_is_set(folder):
+    """#21: a notebook run as a batch job (TENSORBOARD_LOGDIR set) writes where the job's page reads."""
+    assert "TENSORBOARD_LOGDIR" in "\n".join(notebook_template(logs=folder).code_cells())
+
+
 def test_ddp_notebook_runs_the_shipped_script():
     """One source: notebook 03 and 01's batch job both run templates/mnist_ddp.py, which sits beside it."""
     nb = nbformat.read(notebook_template(logs="pytorch-ddp").path, as_version=4)
@@ -140,6 +146,15 @@ def scalar_tags(logdir: Path) -> set[str]:
     found = subprocess.run([str(ENVS / "pytorch/bin/python"), "-c", script, str(logdir)], check=True,
                            capture_output=True, text=True, timeout=60)
     return set(found.stdout.split())
+
+
+@pytest.mark.integration
+def test_a_training_notebook_run_in_a_job_writes_its_events_to_tensorboard_logdir(tmp_path, monkeypatch):
+    logdir = tmp_path / "job-logdir"
+    monkeypatch.setenv("TENSORBOARD_LOGDIR", str(logdir))
+    notebook = notebook_template(logs="pytorch-classifier").name
+    final_metrics(execute(notebook, tmp_path, monkeypatch, EPOCHS=1, TRAIN_LIMIT=300))
+    assert scalar_tags(logdir) and not (tmp_path / "home" / "logs" / "pytorch-classifier").exists()
 
 
 @pytest.mark.integration
