@@ -45,6 +45,19 @@ class FakeSlurm:
         self.calls.append("squeue")
         return Parsed(rows=self.queue_result)
 
+    # Why pending jobs wait (portal.waits): asked only in a cycle whose queue has one pending.
+    def pending_starts(self):
+        self.calls.append("squeue --start")
+        return Parsed(rows=[])
+
+    def priorities(self):
+        self.calls.append("sprio")
+        return Parsed(rows=[])
+
+    def fair_shares(self):
+        self.calls.append("sshare")
+        return Parsed(rows=[])
+
 
 @pytest.mark.django_db
 def test_poll_stores_partitions_gpus_and_job_counts():
@@ -53,7 +66,7 @@ def test_poll_stores_partitions_gpus_and_job_counts():
         queue_result=[_job("gpu", "RUNNING"), _job("gpu", "PENDING"), _job("gpu", "PENDING")],
     )
     status = slurm_poll(slurm=fake)
-    assert fake.calls == ["sinfo", "squeue"]
+    assert fake.calls == ["sinfo", "squeue", "squeue --start", "sprio", "sshare"]
     assert status.error == "" and status.refreshed_at is not None
     gpu = Partition.objects.get(name="gpu")
     assert gpu.is_default and (gpu.running_jobs, gpu.pending_jobs) == (1, 2)
