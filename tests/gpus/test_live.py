@@ -21,6 +21,15 @@ NOW = int(time.time())
 T0 = (NOW // 60 - 3) * 60  # three minutes ago
 
 
+@pytest.fixture(autouse=True)
+def _clock():
+    """NOW and T0 as of each test, not of the collection: a whole run reaches this module minutes
+    later, when a sample of "5 s ago" would read as old."""
+    global NOW, T0
+    NOW = int(time.time())
+    T0 = (NOW // 60 - 3) * 60
+
+
 @pytest.fixture
 def session():
     server = NotebookServerFactory(name="train", gpus=2, started_at=timezone.now(), ready_at=timezone.now(),

@@ -57,7 +57,7 @@ def _scraped_after(query, moment: float, timeout: float = 30) -> None:
     while time.monotonic() < deadline:
         try:
             up = query('up{job="gpuportal"}')
-        except requests.ConnectionError:  # not listening yet
+        except (requests.ConnectionError, ValueError):  # not listening, or "Service Unavailable" yet
             up = []
         if up and float(up[0]["value"][0]) > moment + 1.5 and up[0]["value"][1] == "1":
             return
