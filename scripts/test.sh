@@ -24,6 +24,6 @@ if (($#)); then
 fi
 # Two stages: everything, then the fault tests that kill and restart real services.
 say "pytest: all but the fault tests"
-pytest -m "not fault"
+pytest -m "not fault" --durations=40
 say "pytest: fault tests"
 pytest -m fault
