@@ -9,3 +9,6 @@ class TrackingConfig(AppConfig):
 
     name = "portal.tracking"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from portal.tracking import receivers  # noqa: F401 - a job is a run: connects to the jobs' signals

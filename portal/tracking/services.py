@@ -254,6 +254,13 @@ def log_batch(*, user: Any, run_id: str, metrics: list[dict[str, Any]], params: 
             _latest_update(run, points)
 
 
+def metrics_record(*, run: Run, points: list[Point]) -> None:
+    """Points the portal itself adds to a run (portal.tracking.job_runs), already checked."""
+    with transaction.atomic():
+        _points_insert(run, points)
+        _latest_update(run, points)
+
+
 def _params_insert(run: Run, params: dict[str, str]) -> None:
     for key, old in Param.objects.filter(run=run, key__in=list(params)).values_list("key", "value"):
         if old != params[key]:

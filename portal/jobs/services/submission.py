@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -33,6 +33,7 @@ from portal.core.slurm_work import db_in, lease_claim
 from portal.core.tracking_tokens import tracking_environment
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
+from portal.jobs.signals import job_environment, jobs_changed, jobs_created
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.user_files import job_output_dir_ensure
@@ -73,14 +74,17 @@ def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", reques
                notify_email: bool | None = None) -> Job:
     """Store a prepared job, waiting in the portal and due at once, before Slurm is asked."""
     now = timezone.now()
-    return Job.objects.create(
-        uuid=draft.uuid, user=user, name=draft.name, template=draft.template.slug,
-        parameters=draft.values, script=draft.script, partition=draft.partition.name, nodes=draft.nodes,
-        gpus_per_node=draft.gpus_per_node, cpus_per_node=draft.cpus_per_node,
-        mem_mb_per_node=draft.mem_mb_per_node, time_limit=draft.time_limit, output_dir=draft.output_dir,
-        state=JobState.QUEUED_IN_PORTAL, submitted_at=now, next_attempt_at=now,
-        idempotency_key=idempotency_key, request_digest=request_digest, notify_email=notify_email,
-    )
+    with transaction.atomic():  # the job and what the apps above make of it (its MLflow run), or neither
+        job = Job.objects.create(
+            uuid=draft.uuid, user=user, name=draft.name, template=draft.template.slug,
+            parameters=draft.values, script=draft.script, partition=draft.partition.name, nodes=draft.nodes,
+            gpus_per_node=draft.gpus_per_node, cpus_per_node=draft.cpus_per_node,
+            mem_mb_per_node=draft.mem_mb_per_node, time_limit=draft.time_limit, output_dir=draft.output_dir,
+            state=JobState.QUEUED_IN_PORTAL, submitted_at=now, next_attempt_at=now,
+            idempotency_key=idempotency_key, request_digest=request_digest, notify_email=notify_email,
+        )
+        jobs_created.send(sender=Job, jobs=[job])
+    return job
 
 
 def job_submit_dispatch(*, job: Job) -> None:
@@ -143,14 +147,17 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
         waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
                        next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
     except SlurmRejected as error:
-        waiting.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
-                       ended_at=timezone.now())
+        if waiting.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
+                          ended_at=timezone.now()):
+            transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=[job.pk]))
     else:
         adopted = waiting.update(state=JobState.PENDING, slurm_job_id=slurm_job_id, reason="",
                                  slurm_submitted_at=timezone.now(), next_attempt_at=None)
         if not adopted:
             # Cancelled in the portal while sbatch ran: the Slurm job must not live on.
             _cancel_quietly(slurm, slurm_job_id, username)
+        else:
+            transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=[job.pk]))
     job.refresh_from_db()
     return job
 
@@ -159,10 +166,14 @@ def job_report_environment(*, job: Job) -> dict[str, str]:
     """What the job's script needs to report its own transitions (templates/jobs/_common/report.sh):
     a token for this job alone and the portal's address; and what the MLflow client needs to log to
     the portal's tracking API (MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN: portal.tracking). In
-    sbatch's environment, never the script."""
-    return {"GPUPORTAL_REPORT_TOKEN": report_token("job", job.pk),
-            "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/"),
-            **tracking_environment(kind="job", pk=job.pk)}
+    sbatch's environment, never the script. The apps above add theirs (`job_environment`: the job's
+    own MLflow run)."""
+    environment = {"GPUPORTAL_REPORT_TOKEN": report_token("job", job.pk),
+                   "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/"),
+                   **tracking_environment(kind="job", pk=job.pk)}
+    for _, extra in job_environment.send(sender=Job, job=job):
+        environment.update(extra)
+    return environment
 
 
 def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:

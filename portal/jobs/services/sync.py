@@ -19,7 +19,7 @@ from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.submission import job_claim, job_submit_attempt
-from portal.jobs.signals import jobs_ended
+from portal.jobs.signals import jobs_changed, jobs_ended
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
@@ -102,7 +102,10 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
         elif job.slurm_submitted_at and job.slurm_submitted_at < queried_at:
             # Gone from the queue (or finishing in it): accounting has the final word.
             unsettled.left.append(job)
-    report.from_queue = len(_rows_update(live, _LIVE_FIELDS))
+    changed = _rows_update(live, _LIVE_FIELDS)
+    report.from_queue = len(changed)
+    if changed:
+        transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
 
     due = Job.objects.filter(state=JobState.QUEUED_IN_PORTAL, next_attempt_at__lte=timezone.now())
     for job in due.select_related("user"):

@@ -1,0 +1,43 @@
+"""A job is a run (portal.tracking.job_runs): the jobs app says when jobs are stored, change and end."""
+
+import logging
+from typing import Any
+
+from django.dispatch import receiver
+
+from portal.jobs.models import Job
+from portal.jobs.signals import job_environment, jobs_changed, jobs_created, jobs_ended
+from portal.tracking.job_runs import job_run_environment, job_runs_create
+
+logger = logging.getLogger(__name__)
+
+
+@receiver(jobs_created, dispatch_uid="tracking.job_runs_create")
+def job_runs_make(*, jobs: list[Job], **kwargs: Any) -> None:
+    job_runs_create(jobs=jobs)  # in the storing transaction: a job without its run is never seen
+
+
+@receiver(job_environment, dispatch_uid="tracking.job_run_environment")
+def job_run_variables(*, job: Job, **kwargs: Any) -> dict[str, str]:
+    return job_run_environment(job)
+
+
+@receiver(jobs_changed, dispatch_uid="tracking.job_runs_follow")
+def job_runs_follow_enqueue(*, job_ids: list[int], **kwargs: Any) -> None:
+    from portal.tracking.tasks import job_runs_follow_task  # tasks import services, not the other way round
+
+    try:
+        job_runs_follow_task.delay(list(job_ids))
+    except Exception as error:  # a broker outage delays the runs' status, never the poll cycle
+        logger.warning("could not queue the runs of jobs %s: %s", job_ids, error)
+
+
+@receiver(jobs_ended, dispatch_uid="tracking.job_run_end")
+def job_run_end_enqueue(*, job_ids: list[int], **kwargs: Any) -> None:
+    from portal.tracking.tasks import job_run_end_task
+
+    for job_id in job_ids:
+        try:
+            job_run_end_task.delay(job_id)
+        except Exception as error:  # the run keeps its last status; the job is unaffected
+            logger.warning("could not queue the end of the run of job %s: %s", job_id, error)
