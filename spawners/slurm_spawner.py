@@ -58,8 +58,8 @@ logger = logging.getLogger(__name__)
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
 CONTAINER_KEYS = ("container_runtime", "container_image")
 TOKEN_KEYS = ("report_token", "tracking_token")
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", *TOKEN_KEYS, *ENVIRONMENT_KEYS,
-                         *CONTAINER_KEYS})
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "account", *TOKEN_KEYS,
+                         *ENVIRONMENT_KEYS, *CONTAINER_KEYS})
 # What the MLflow client in a session's kernels needs to log to the portal (portal.tracking).
 TRACKING_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_TOKEN", "MLFLOW_EXPERIMENT_NAME")
 # What a server inside a container gets from the job's environment (Podman and enroot pass only
@@ -77,6 +77,8 @@ REPORT_TOKEN = re.compile(r"^[A-Za-z0-9:._-]{1,200}$")
 # The MLflow experiment a session's kernels log to by default (MLFLOW_EXPERIMENT_NAME): one per
 # session name, so a session started again under its name goes on in the same experiment.
 SESSION_EXPERIMENT = "session-{name}"
+# A project's Slurm account, as the portal names them (portal/projects/models.py ACCOUNT_NAME).
+ACCOUNT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$")
 # The job's own reports to the portal (started on node X, exiting with code N): shared with the
 # portal's batch-job scripts, included as it is.
@@ -122,6 +124,7 @@ class ServerOptions:
     environment: EnvironmentChoice | None = None
     container: ContainerChoice | None = None
     profile: str = ""
+    account: str = ""  # a project's Slurm account (sbatch --account); '' the user's default
     # Not kept in user_options (the hub's database, its API): they go to the job's environment.
     report_token: str = ""
     tracking_token: str = ""
@@ -131,6 +134,8 @@ class ServerOptions:
                                    "nodes": self.nodes}
         if self.profile:
             options["profile"] = self.profile
+        if self.account:
+            options["account"] = self.account
         if self.container is not None:
             options.update(environment=self.environment.name if self.environment else "",
                            container_runtime=self.container.runtime, container_image=self.container.image)
@@ -229,9 +234,12 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
     if unknown:
         raise OptionError(f"Unknown option(s): {', '.join(unknown)}. Allowed: "
                           f"{', '.join(sorted(OPTION_KEYS))}.")
-    for key in ("partition", "profile"):
+    for key in ("partition", "profile", "account"):
         if not isinstance(raw.get(key) or "", str):
             raise OptionError(f"{key} must be a name.")
+    account = raw.get("account") or ""
+    if account and not ACCOUNT_NAME.fullmatch(account):
+        raise OptionError("account must be a project's Slurm account (GET /api/v1/projects/ lists yours).")
     request = SessionRequest(
         partition=raw.get("partition") or None, gpus=_optional(raw, "gpus", _integer),
         hours=_optional(raw, "hours", _number), nodes=_optional(raw, "nodes", _integer),
@@ -251,7 +259,7 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
                          cpus=size.cpus, mem_gb=size.mem_gb,
                          environment=environment_choice(raw, environments_dir,
                                                         container=container is not None),
-                         container=container, profile=size.profile, **tokens)
+                         container=container, profile=size.profile, account=account, **tokens)
 
 
 class PolicyFile:
@@ -428,6 +436,7 @@ class PortalSlurmSpawner(SlurmSpawner):
     req_srun = Unicode("").tag(config=True)
     req_nodes = Unicode("1")
     req_job_name = Unicode()
+    req_account = Unicode("")
     batch_script = Unicode("""#!/bin/bash
 #SBATCH --job-name={{job_name}}
 #SBATCH --output={{homedir}}/.jupyterhub-slurm-%j.log
@@ -440,6 +449,7 @@ class PortalSlurmSpawner(SlurmSpawner):
 #SBATCH --cpus-per-task={{nprocs}}
 #SBATCH --mem={{memory}}
 {% if gres %}#SBATCH --gres={{gres}}
+{% endif %}{% if account %}#SBATCH --account={{account}}
 {% endif %}
 set -euo pipefail
 {{prologue}}
@@ -528,6 +538,7 @@ set -euo pipefail
         self.req_nprocs = str(options.cpus)
         self.req_memory = f"{options.mem_gb}G"
         self.req_gres = f"gpu:{options.gpus}" if options.gpus else ""
+        self.req_account = options.account
         # Only the rebuilt options reach the batch script (batchspawner merges user_options into it)
         # and the database the portal reads back.
         self.user_options = options.as_user_options()
@@ -651,6 +662,7 @@ set -euo pipefail
         return shared_poller(self.slurm_bin_dir, self.slurm_timeout, self.queue_file)
 
     async def submit_batch_script(self) -> str:
+        await self.account_check()
         try:
             job_id = await super().submit_batch_script()
         except RuntimeError as error:
@@ -658,6 +670,21 @@ set -euo pipefail
             raise web.HTTPError(400, f"Slurm refused the server: {error}") from error
         self._fresh_after = time.monotonic()
         return job_id
+
+    async def account_check(self) -> None:
+        """The portal checked the project against the user's LDAP groups; the hub has no database and
+        checks Slurm's own associations (which the portal's projects_sync keeps equal to them), so a
+        caller of the hub API cannot charge a project they are not in. Slurm not answering: sbatch,
+        which checks the same, has the last word."""
+        if not self.req_account:
+            return
+        try:
+            members = await asyncio.to_thread(self.poller.slurm.account_members, accounts=[self.req_account])
+        except SlurmError as error:
+            self.log.warning("could not check account %s of %s: %s", self.req_account, self._log_name, error)
+            return
+        if self.user.name not in members.get(self.req_account, set()):
+            raise web.HTTPError(400, f"account {self.req_account!r} is not one of your projects.")
 
     async def cancel_batch_job(self) -> None:
         await super().cancel_batch_job()

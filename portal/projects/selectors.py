@@ -1,12 +1,14 @@
 """Projects and their budgets as the pages and the API show them, from the database alone."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
+from django.utils.formats import date_format
 
 from portal.accounts.models import User
 from portal.projects.models import Project
+from portal.waits.models import FairShareRow, Waiting
 
 BURN_DAYS = 14
 WARN_FRACTION = 0.8
@@ -72,3 +74,67 @@ def budgets_shown(*, user: User, today: date) -> list[Budget]:
     """/usage/'s budgets: the user's projects; an admin's, every project's burn."""
     projects = Project.objects.all() if user.is_staff else user_projects(user=user)
     return [project_budget(project=project, today=today) for project in projects]
+
+
+def budget_label(budget: Budget) -> str:
+    """How a form offers a project: its name, what is left of its budget and when it runs out at the
+    last 14 days' burn. The one text of it, for the composer and the session form."""
+    label = budget.project.name
+    if budget.limit_hours is None:
+        return label
+    left = f"{budget.left_hours:g} of " if budget.left_hours is not None else ""
+    label += f" — {left}{budget.limit_hours:g} GPU-h left"
+    if budget.run_out:
+        label += f", runs out {date_format(budget.run_out)}"
+    return label + (" (used up)" if budget.level == "exhausted" else "")
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """How soon a job of the user's would start under a project, as of the last poll cycle."""
+
+    budget: Budget
+    partition: str  # where `pending` counts
+    fairshare: float | None  # the user's factor in the project's account (sshare); None: not read yet
+    pending: int  # jobs (anybody's) waiting under that account in the partition
+    sooner: bool = False  # the one to pick, when one is better
+    why: str = ""  # why it is (on that one only)
+
+
+def projects_outlook(*, user: User, partition: str, today: date) -> list[Outlook]:
+    """The user's projects with what decides which starts a job sooner: a spent budget holds jobs
+    (AssocGrpGRESMinutes); otherwise the higher fair-share factor ranks higher in sprio, then fewer
+    jobs waiting ahead under the account. From the database only (the poll cycle's sshare and queue)."""
+    projects = list(user_projects(user=user))
+    accounts = [project.slurm_account for project in projects]
+    shares = dict(FairShareRow.objects.filter(user=user.username, account__in=accounts)
+                  .values_list("account", "fairshare"))
+    pending = dict(Waiting.objects.filter(account__in=accounts, partition=partition).values("account")
+                   .annotate(count=Count("job_id")).values_list("account", "count"))
+    outlooks = [Outlook(budget=project_budget(project=project, today=today), partition=partition,
+                        fairshare=shares.get(project.slurm_account),
+                        pending=pending.get(project.slurm_account, 0)) for project in projects]
+    return _with_sooner(outlooks)
+
+
+def _rank(outlook: Outlook) -> tuple[bool, float, int]:
+    return (outlook.budget.level != "exhausted", outlook.fairshare or 0.0, -outlook.pending)
+
+
+def _with_sooner(outlooks: list[Outlook]) -> list[Outlook]:
+    """Mark the best project, if it is better than the runner-up, with the one line that says why."""
+    if len(outlooks) < 2:
+        return outlooks
+    ranked = sorted(outlooks, key=_rank, reverse=True)
+    best, second = ranked[0], ranked[1]
+    if _rank(best) == _rank(second):
+        return outlooks
+    name, other = best.budget.project.name, second.budget.project.name
+    if second.budget.level == "exhausted":
+        why = f"{other} has used its budget: Slurm holds its jobs."
+    elif (best.fairshare or 0.0) > (second.fairshare or 0.0):
+        why = (f"your fair share in {name} is {best.fairshare:.2f} against {second.fairshare or 0.0:.2f} in "
+               f"{other}: its jobs rank higher.")
+    else:
+        why = f"{best.pending} of its jobs wait in {best.partition} against {second.pending} for {other}."
+    return [replace(outlook, sooner=True, why=why) if outlook is best else outlook for outlook in outlooks]

@@ -1,3 +1,5 @@
+from typing import Any
+
 from rest_framework import serializers
 
 
@@ -16,3 +18,24 @@ class ProjectBudgetSerializer(serializers.Serializer):
     run_out = serializers.DateField(allow_null=True, help_text="Projected at that burn")
     level = serializers.CharField(help_text="'', 'warning' (80 %) or 'exhausted' (100 %)")
     checked_at = serializers.DateTimeField(source="project.usage_checked_at", allow_null=True)
+
+
+class ProjectOutlookSerializer(ProjectBudgetSerializer):
+    """A project's budget, plus what decides whether a job would start sooner under it."""
+
+    partition = serializers.CharField(help_text="Where `pending_jobs` are counted")
+    fairshare = serializers.FloatField(
+        allow_null=True, help_text="Your fair-share factor in the project's account (sshare, 0..1; higher "
+                                   "ranks higher in sprio); null: not read yet")
+    pending_jobs = serializers.IntegerField(source="pending",
+                                            help_text="Jobs (anybody's) pending under its account there")
+    sooner = serializers.BooleanField(help_text="The project that would likely start a job sooner")
+    sooner_reason = serializers.CharField(source="why", help_text="Why, in one line; empty on the others")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        """The budget's fields from its Budget, the rest from the Outlook."""
+        data = ProjectBudgetSerializer(instance.budget).data
+        for name in set(self.fields) - set(ProjectBudgetSerializer._declared_fields):
+            value = self.fields[name].get_attribute(instance)
+            data[name] = None if value is None else self.fields[name].to_representation(value)
+        return data

@@ -1,9 +1,11 @@
 from django import forms
+from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_choices
 from portal.policy.rules import SERVER_NAME_RULE, PartitionRules, Policy
+from portal.projects.selectors import budget_label, project_budget, user_projects
 
 
 class ServerStartForm(forms.Form):
@@ -24,6 +26,11 @@ class ServerStartForm(forms.Form):
     queue_timeout_minutes = forms.IntegerField(
         label="Cancel if still queued after (minutes)", required=False, min_value=1, max_value=7 * 24 * 60,
         help_text="Empty: wait as long as it takes.")
+    # Checked by the service (a project the user is in), like the API's and the hub's.
+    account = forms.CharField(
+        label="Project", required=False, widget=forms.Select,
+        help_text="Charged to this project's GPU-hour budget (sbatch --account); a project whose budget "
+                  "is used up holds its jobs.")
 
     def __init__(self, *args: object, user: User | None = None, policy: Policy, groups: list[str],
                  **kwargs: object) -> None:
@@ -36,6 +43,14 @@ class ServerStartForm(forms.Form):
                       if rules.partitions is None or p.name in rules.partitions]
         self.fields["partition"].widget.choices = [(p.name, _label(p)) for p in partitions]
         self.fields["partition"].initial = policy.default_partition
+        today = timezone.localdate()
+        budgets = [project_budget(project=project, today=today)
+                   for project in (user_projects(user=user) if user is not None else [])]
+        if budgets:
+            self.fields["account"].widget.choices = [("", "your default account")] + [
+                (budget.project.slurm_account, budget_label(budget)) for budget in budgets]
+        else:
+            self.fields["account"].widget = forms.HiddenInput()
 
 
 def _environment_label(environment: Environment) -> str:

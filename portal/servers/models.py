@@ -34,6 +34,8 @@ class NotebookServer(models.Model):
     # outlives an environment that is later removed.
     environment = models.CharField(max_length=64, blank=True)
     profile = models.CharField(max_length=30, blank=True, help_text="The resource profile it started from")
+    account = models.CharField(max_length=32, blank=True,
+                               help_text="The project's Slurm account it is charged to; empty: the default")
     queue_timeout_minutes = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="Cancel it if Slurm has not started it after this long; empty: never",

@@ -86,6 +86,7 @@ class ServerCard:
     pending_reasons: list
     freshness: Freshness
     waiting: Waiting | None = None  # why its job waits, while Slurm holds it pending (portal.waits)
+    account: str = ""  # the project's Slurm account; '' the user's default
 
     @property
     def status(self) -> str:
@@ -206,6 +207,7 @@ def _card(row: NotebookServer, job: SlurmJob | None, now: datetime, freshness: F
         queue_timeout_minutes=row.queue_timeout_minutes, hub_accepted_at=row.hub_accepted_at,
         started_at=row.started_at, ready_at=row.ready_at, first_connect_at=row.first_connect_at,
         pending_reasons=list(row.pending_reasons or []), freshness=freshness, waiting=waiting,
+        account=row.account,
     )
 
 
@@ -216,7 +218,7 @@ def _lab_url(row: NotebookServer) -> str:
 
 
 # The start form's options a session can be relaunched with (and a preset's link can carry).
-START_FIELDS = ("partition", "gpus", "hours", "nodes", "environment")
+START_FIELDS = ("partition", "gpus", "hours", "nodes", "environment", "account")
 
 
 def server_start_initial(*, user: User, query: Mapping[str, str]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ class SessionSerializer(serializers.Serializer):
     nodes = serializers.IntegerField()
     environment = serializers.CharField(help_text="The software environment's name; empty: none")
     profile = serializers.CharField(help_text="The resource profile it started from; empty: none")
+    account = serializers.CharField(help_text="The project's Slurm account it is charged to; empty: your "
+                                              "default account")
     job_id = serializers.CharField(help_text="Slurm job id; empty until the hub has submitted it")
     node = serializers.CharField(help_text="Node the server runs on; empty unless running")
     queue_reason = serializers.CharField(help_text="Slurm's pending reason while queued")
@@ -71,6 +73,10 @@ class SessionCreateSerializer(serializers.Serializer):
     queue_timeout_minutes = fields.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=7 * 24 * 60,
         help_text="Cancel the session if Slurm has not started it after this many minutes")
+    account = fields.CharField(
+        required=False, allow_blank=True, max_length=32,
+        help_text="The Slurm account of one of your projects (GET /api/v1/projects/), charged and limited "
+                  "by its GPU-hour budget (sbatch --account); default: your default account")
 
     def validate(self, attrs: dict) -> dict:
         unknown = sorted(set(self.initial_data) - set(self.fields))

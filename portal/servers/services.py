@@ -35,6 +35,7 @@ from portal.policy.rules import (
     session_resolve,
 )
 from portal.policy.services import policy_current, user_groups
+from portal.projects.selectors import user_projects
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from slurm.parsing import AccountedJob, QueuedJob
@@ -65,6 +66,7 @@ class ServerOptions:
     nodes: int
     environment: Environment | None = None
     profile: str = ""
+    account: str = ""  # a project's Slurm account (sbatch --account); '' for the user's default
     server_id: int | None = None  # the record's, once stored: its job's report token names it
 
     def hub_options(self) -> dict[str, Any]:
@@ -82,6 +84,8 @@ class ServerOptions:
             options["tracking_token"] = tracking_token("session", self.server_id)
         if self.profile:
             options["profile"] = self.profile
+        if self.account:
+            options["account"] = self.account
         if self.environment is not None and self.environment.kind == Environment.Kind.CONTAINER:
             # The spawner runs the server in the image (portal.containers; its runtime and image).
             image = self.environment.container_image
@@ -99,7 +103,7 @@ def _usage(active: list[NotebookServer]) -> Usage:
 
 def server_options_clean(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
                          hours: float | None = None, nodes: int | None = None, environment: str = "",
-                         profile: str = "", policy: Policy | None = None) -> ServerOptions:
+                         profile: str = "", account: str = "", policy: Policy | None = None) -> ServerOptions:
     """The policy's checks (portal.policy.rules, which the hub runs again on the same published
     policy), plus what only the portal knows: names in use and the environments that exist."""
     errors: dict[str, str] = {}
@@ -118,6 +122,8 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
             errors["environment"] = (f"Unknown or unavailable environment {environment!r} for a notebook "
                                      "server; GET /api/v1/environments/ lists them (kind python or "
                                      "container).")
+    if account and not user_projects(user=user).filter(slurm_account=account).exists():
+        errors["account"] = f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."
     size = None
     try:
         size = session_resolve(policy, groups=user_groups(user), usage=_usage(active), request=SessionRequest(
@@ -130,12 +136,13 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
     if errors or size is None:
         raise InvalidInput({field: [message] for field, message in errors.items()})
     return ServerOptions(name=name, partition=size.partition, gpus=size.gpus, hours=size.hours,
-                         nodes=size.nodes, environment=chosen_environment, profile=size.profile)
+                         nodes=size.nodes, environment=chosen_environment, profile=size.profile,
+                         account=account)
 
 
 def server_start(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
                  hours: float | None = None, nodes: int | None = None, environment: str = "",
-                 profile: str = "", queue_timeout_minutes: int | None = None,
+                 profile: str = "", account: str = "", queue_timeout_minutes: int | None = None,
                  idempotency_key: str = "", request_digest: str = "") -> NotebookServer:
     """Validate and record the server (which claims its name); a Celery task asks the hub for it
     (`server_spawn`), so this answers at once. Raises InvalidInput; the hub's refusal comes later,
@@ -144,7 +151,7 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
     if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
         return existing
     options = server_options_clean(user=user, name=name, partition=partition, gpus=gpus, hours=hours,
-                                   nodes=nodes, environment=environment, profile=profile)
+                                   nodes=nodes, environment=environment, profile=profile, account=account)
     if queue_timeout_minutes is not None and not 1 <= queue_timeout_minutes <= 7 * 24 * 60:
         raise InvalidInput({"queue_timeout_minutes": ["1 minute to 7 days."]})
     try:
@@ -153,7 +160,8 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
                 user=user, name=options.name, partition=options.partition, gpus=options.gpus,
                 hours=options.hours, nodes=options.nodes,
                 environment=options.environment.name if options.environment else "",
-                profile=options.profile, queue_timeout_minutes=queue_timeout_minutes,
+                profile=options.profile, account=options.account,
+                queue_timeout_minutes=queue_timeout_minutes,
                 idempotency_key=idempotency_key, request_digest=request_digest,
             )
     except IntegrityError:
@@ -206,7 +214,7 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         return
     options = ServerOptions(name=server.name, partition=server.partition, gpus=server.gpus,
                             hours=server.hours, nodes=server.nodes, environment=environment,
-                            profile=server.profile, server_id=server.pk)
+                            profile=server.profile, account=server.account, server_id=server.pk)
     try:
         # A retry after an answer that was lost: the hub has it already.
         if server.name not in hub.servers(username):
@@ -355,7 +363,7 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer], listed_at: da
             user=user, name=name, partition=str(options.get("partition", "")),
             gpus=int(options.get("gpus", 0)), hours=float(options.get("hours", 0)),
             nodes=int(options.get("nodes", 1)), environment=_environment_name(options.get("environment")),
-            hub_accepted_at=now,
+            account=str(options.get("account", ""))[:32], hub_accepted_at=now,
         )
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[s.job_id for s in hub_servers.values() if s.job_id])}

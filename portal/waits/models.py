@@ -49,3 +49,21 @@ class Waiting(models.Model):
         return {"age": self.priority_age, "fairshare": self.priority_fairshare,
                 "jobsize": self.priority_jobsize, "partition": self.priority_partition,
                 "qos": self.priority_qos, "total": self.priority_total}
+
+
+class FairShareRow(models.Model):
+    """A user's fair-share factor in one account, from the poll cycle's `sshare` (the one it runs
+    for why-waiting): replaced whenever that runs, so the forms can say which project would start a
+    job sooner without asking Slurm. Kept as they were while nothing is pending (no sshare then)."""
+
+    account = models.CharField(max_length=64)
+    user = models.CharField(max_length=64)
+    fairshare = models.FloatField(help_text="0..1, what sprio weighs; 1: little used lately")
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "user"],
+                                               name="fairshare_one_per_association")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.account}: {self.fairshare:.3f}"

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from portal.waits.models import Waiting
+from portal.waits.models import FairShareRow, Waiting
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
@@ -37,7 +37,18 @@ def waits_refresh(*, queue: list[QueuedJob], slurm: Slurm, now: datetime) -> int
     with transaction.atomic():
         Waiting.objects.all().delete()
         Waiting.objects.bulk_create(rows)
+        FairShareRow.objects.all().delete()
+        FairShareRow.objects.bulk_create(fairshare_rows(shares=shares, now=now))
     return len(rows)
+
+
+def fairshare_rows(*, shares: Sequence[FairShare], now: datetime) -> list[FairShareRow]:
+    """The users' rows (an account's own has no factor of its own); one per user and account, where
+    associations per partition list it more than once."""
+    rows = {(share.account, share.user): FairShareRow(account=share.account, user=share.user,
+                                                      fairshare=share.fairshare, updated_at=now)
+            for share in shares if share.user and share.fairshare is not None}
+    return list(rows.values())
 
 
 def waiting_rows(*, starts: Sequence[PendingStart], factors: Sequence[PriorityFactors],
