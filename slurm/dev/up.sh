@@ -26,6 +26,7 @@ unix_users_up
 munge_up
 mariadb_up
 slurm_up
+slurmrestd_up
 gpu_standin_up
 ldap_up
 redis_up
@@ -35,6 +36,7 @@ cat <<SUMMARY
 gpuportal test bed is up ($((SECONDS - start)) s), state in $STATE, logs in $LOG/
   slurm     cluster gpuportal, nodes $SLURM_NODELIST (4x gres gpu:a100 each), partitions gpu* debug; conf /etc/slurm
             slurmctld :6817  slurmdbd :6819  slurmd :$(node_port "${NODES[0]}")..$(node_port "${NODES[-1]}")  -> MariaDB 127.0.0.1:$MARIADB_PORT (slurm_acct_db)
+            slurmrestd 127.0.0.1:$SLURMRESTD_PORT (JWT: scontrol token; key $SLURM_JWT_KEY)
   gpus      /usr/local/bin/nvidia-smi: a stand-in (fake GPUs, figures from gpu/<node>/nvidia<N>.state); gpu-busy -- CMD
   munge     /run/munge/munge.socket.2
   ldap      $LDAP_URI  base $LDAP_SUFFIX  admin $LDAP_ROOTDN / $LDAP_ROOTPW

@@ -86,6 +86,7 @@ slurm_configure() {
   hosts_entries
   fake_gpus
   node_lines
+  slurm_jwt_key   # services/slurmrestd.sh
   RENDER_CHANGED=0
   render "$DEV_DIR/conf/slurm.conf.in" /etc/slurm/slurm.conf 644
   render "$DEV_DIR/conf/gres.conf.in" /etc/slurm/gres.conf 644
@@ -235,6 +236,7 @@ kill_stepds() {
 
 slurm_down() {
   local f
+  slurmrestd_down   # it talks to slurmctld; services/slurmrestd.sh
   end_running_jobs
   for f in $(slurmd_pidfiles); do
     stop_pidfile slurmd "$f" slurmd
