@@ -1,7 +1,7 @@
 """Run by tests/tracking/test_mlflow_client_real.py in the real MLflow client's own venv
 (scripts/mlflow-client.sh), with MLFLOW_TRACKING_URI and MLFLOW_TRACKING_TOKEN set. Prints one JSON
 object of what it saw. `log` does what a user's training script does; `peek` is another user
-looking for the first one's runs."""
+looking for the first one's runs; `get` reads one run back."""
 
 import json
 import os
@@ -15,7 +15,9 @@ from mlflow.exceptions import MlflowException
 
 
 def log() -> dict:
-    mlflow.set_experiment(os.environ.get("EXPERIMENT", "mnist-real"))
+    # In a portal job, MLFLOW_EXPERIMENT_NAME is the job's run's: start_run() then resumes that run.
+    mlflow.set_experiment(os.environ.get("EXPERIMENT") or os.environ.get("MLFLOW_EXPERIMENT_NAME")
+                          or "mnist-real")
     with mlflow.start_run() as run:
         mlflow.log_params({"lr": "0.01", "batch_size": 64})
         for step, (accuracy, loss) in enumerate([(0.8, 0.5), (0.9, 0.3), (0.95, 0.2)]):
@@ -64,6 +66,17 @@ def peek(run_id: str, experiment_id: str) -> dict:
     return {"seen": seen, "errors": errors}
 
 
+def get(run_id: str) -> dict:
+    run = MlflowClient().get_run(run_id)
+    return {"status": run.info.status, "run_name": run.info.run_name, "end_time": run.info.end_time,
+            "params": run.data.params, "tags": run.data.tags, "metrics": run.data.metrics}
+
+
 if __name__ == "__main__":
-    result = log() if sys.argv[1] == "log" else peek(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "log":
+        result = log()
+    elif sys.argv[1] == "get":
+        result = get(sys.argv[2])
+    else:
+        result = peek(sys.argv[2], sys.argv[3])
     print(json.dumps(result, default=str))

@@ -1,13 +1,16 @@
 """A job is a run (portal.tracking.job_runs): the mapping from a job to its MLflow run, without Slurm.
 The real job, through sbatch and the real MLflow client, is in test_mlflow_in_job_real.py."""
 
+import subprocess
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from portal.benchmarks.models import BenchmarkResult
+from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import JobMetric, JobState
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_create, job_report_environment
@@ -17,6 +20,7 @@ from portal.tracking.services import log_batch
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
+GIT_COMMIT_SH = Path(__file__).parents[2] / "templates" / "jobs" / "_common" / "git_commit.sh"
 
 
 def _job(**parameters):
@@ -150,3 +154,23 @@ def test_at_its_end_the_run_gets_tensorboard_and_benchmark_metrics_it_did_not_lo
     assert list(Metric.objects.filter(run=run, key="accuracy").values_list("step", "value")) == \
         [(0, 0.5), (2, 0.9)]
     assert job_run_end(job_id=job.pk) == 0  # a retried task adds nothing
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_script_tags_its_run_with_the_scripts_git_commit(live_server, tmp_path):
+    """templates/jobs/_common/git_commit.sh as the training templates call it, against this portal:
+    git as whoever runs the job, the tag through the MLflow API with the job's own token."""
+    job = JobFactory(state=JobState.RUNNING, ended_at=None)
+    [run] = job_runs_create(jobs=[job])
+    repo = tmp_path / "repo"
+    git = ["git", "-c", "user.email=a@example.org", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    environment = {"PATH": "/usr/bin:/bin", "MLFLOW_TRACKING_URI": live_server.url,
+                   "MLFLOW_TRACKING_TOKEN": tracking_token("job", job.pk), "MLFLOW_RUN_ID": run.run_id}
+    call = f'set -euo pipefail; source {GIT_COMMIT_SH}; gpuportal_git_commit "$1"'
+    for script in (tmp_path / "elsewhere" / "train.py", repo / "train.py"):  # no repository: no tag
+        subprocess.run(["bash", "-c", call, "bash", str(script)], env=environment, check=True, timeout=30)
+    assert run.tags.get(key="mlflow.source.git.commit").value == commit

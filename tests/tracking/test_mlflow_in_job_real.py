@@ -1,5 +1,8 @@
 """The same MLflow calls from inside a real Slurm job, through the variables the portal puts in every
-batch job's environment (MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN: the job's own token)."""
+batch job's environment (MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN: the job's own token;
+MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_NAME: the job's own run, which the portal made when it stored the
+job). Once the job has ended, the real client reads that run back: the job's params and tags, status
+FINISHED, and its metrics."""
 
 import json
 import shutil
@@ -8,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from portal.accounts.services import api_token_create
 from portal.jobs.models import TERMINAL_STATES, JobState
 from portal.tracking.models import Run
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 - fixtures of the real-job tests
-from tests.tracking.test_mlflow_client_real import CLIENT, SCRIPT
+from tests.tracking.test_mlflow_client_real import CLIENT, SCRIPT, _client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("polled", "cleanup_jobs")]
@@ -28,9 +32,8 @@ def portal_for_jobs(settings, live_server):
     shutil.rmtree(Path("/home/alice") / name, ignore_errors=True)
 
 
-def test_mlflow_inside_a_slurm_job_logs_into_the_jobs_run(portal_for_jobs, token_client, slurm):
-    commands = (f"export MLFLOW_DISABLE_TELEMETRY=true EXPERIMENT=in-a-job\n"
-                f"{CLIENT} {SCRIPT} log")
+def test_mlflow_inside_a_slurm_job_logs_into_the_jobs_run(portal_for_jobs, token_client, slurm, live_server):
+    commands = f"export MLFLOW_DISABLE_TELEMETRY=true\n{CLIENT} {SCRIPT} log"
     response = token_client.post("/api/v1/jobs/", {"template": "custom", "name": "mlflow in a job",
                                                    "parameters": {"commands": commands, "gpus": 0,
                                                                   "time_limit": 5}}, format="json")
@@ -41,9 +44,20 @@ def test_mlflow_inside_a_slurm_job_logs_into_the_jobs_run(portal_for_jobs, token
     runs = Run.objects.filter(job=job)
     assert runs.count() == 2 and {r.owner.username for r in runs} == {"alice"}
     run = runs.exclude(run_name="worse").get()
+    assert run.run_id == job.uuid.hex  # start_run() resumed the job's own run (MLFLOW_RUN_ID)
     seen = json.loads(token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stdout").json()["text"]
                       .strip().splitlines()[-1])
     assert seen["run_id"] == run.run_id and seen["found"] == [run.run_id]
     assert seen["history"] == [[0, 0.8], [1, 0.9], [2, 0.95]]
     assert seen["tags"]["slurm.job_id"] == job.slurm_job_id and seen["tags"]["gpuportal.template"] == "custom"
-    assert {p.key: p.value for p in run.params.all()} == {"lr": "0.01", "batch_size": "64"}
+
+    _, key = api_token_create(user=job.user, name="read back")
+    got = _client(live_server, key, "get", run.run_id, user="alice")
+    assert got["status"] == "FINISHED" and got["end_time"] == int(job.ended_at.timestamp() * 1000)
+    assert got["run_name"] == "mlflow in a job"
+    assert {"lr": "0.01", "batch_size": "64", "commands": job.parameters["commands"], "gpus": "0",
+            "slurm.partition": job.partition, "slurm.nodes": "1"}.items() <= got["params"].items()
+    assert {"slurm.job_id": job.slurm_job_id, "slurm.partition": job.partition,
+            "gpuportal.template": "custom", "mlflow.runName": "mlflow in a job",
+            "mlflow.user": "alice"}.items() <= got["tags"].items()
+    assert got["metrics"]["accuracy"] == 0.95 and got["metrics"]["loss"] == 0.2
