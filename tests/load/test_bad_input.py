@@ -20,7 +20,7 @@ from portal.accounts.services import api_token_create
 from tests.factories import UserFactory
 from tests.load.conftest import Site, SourceAddress
 
-pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 GOOD, BIG, SLOW_HEADERS, SLOW_BODIES, BAD_TOKENS = (f"127.0.0.{n}" for n in range(2, 7))
 
