@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
-from portal.audit.context import CULLER, acting_part
+from portal.audit.context import CULLER, HUB, acting_part
 from portal.cluster.models import PollStatus, SlurmJob
 from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
@@ -515,15 +515,21 @@ def servers_apply_accounting(*, servers: list[NotebookServer], rows: list[Accoun
         if row is None or not _accounting_final(row):
             continue
         reason = _end_reason(server, row)
-        with _ended_by(reason):
+        with _ended_by(server, row, reason):
             ended += NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(
                 ended_at=row.end_time, end_reason=reason)
     return ended
 
 
-def _ended_by(reason: str) -> AbstractContextManager:
-    """The audit trail's source of an end: the idle culler stopped it, the poll cycle learns it."""
-    return acting_part(CULLER) if reason == NotebookServer.EndReason.IDLE else nullcontext()
+def _ended_by(server: NotebookServer, row: AccountedJob, reason: str) -> AbstractContextManager:
+    """The audit trail's source of an end the poll cycle learns from Slurm: the idle culler's, or the
+    hub's (a cancelled job that nobody stopped through the portal: its user stopped it at the hub,
+    whose spawner cancels the job); otherwise the cycle's own (a time limit, the job's end)."""
+    if reason == NotebookServer.EndReason.IDLE:
+        return acting_part(CULLER)
+    if row.base_state == "CANCELLED" and server.stop_requested_at is None:
+        return acting_part(HUB)
+    return nullcontext()
 
 
 def _accounting_final(row: AccountedJob) -> bool:
@@ -542,7 +548,7 @@ def server_end_refine(*, server: NotebookServer, row: AccountedJob) -> bool:
     if not _accounting_final(row):
         return False
     reason = _end_reason(server, row)
-    with _ended_by(reason):
+    with _ended_by(server, row, reason):
         NotebookServer.objects.filter(pk=server.pk, ended_at=server.ended_at, end_reason=server.end_reason,
                                       end_reason__in=REPORTED_END_REASONS).update(
             ended_at=row.end_time, end_reason=reason)

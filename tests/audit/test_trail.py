@@ -23,12 +23,15 @@ from portal.audit.models import JobEvent, Login
 from portal.audit.selectors import activity_of, described, event_models
 from portal.audit.services import audit_prune
 from portal.containers.models import RegistryCredential
+from portal.extensions.models import ExtensionRequest
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer
+from portal.webapps.catalog import catalog_sync
 from slurm.adapter import Slurm
+from slurm.parsing import AccountedJob
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import AppFactory, JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory, PartitionFactory
+from tests.servers.factories import NotebookServerFactory, PartitionFactory, SlurmJobFactory
 
 pytestmark = pytest.mark.django_db
 CLI = {"HTTP_USER_AGENT": "gpuportal-cli/0.1.0"}
@@ -170,6 +173,69 @@ def _deprovision(w: World) -> None:
     assert not User.objects.get(username="zed").is_active
 
 
+def _session_stopped_at_hub(w: World) -> None:
+    """Its user stopped it at the hub (the spawner cancels its job); the poll cycle learns it from
+    Slurm's accounting: nobody stopped it through the portal, and it was not idle."""
+    from portal.audit.receivers import task_context_enter, task_context_exit
+    from portal.servers.services import servers_apply_accounting
+
+    server = NotebookServerFactory(user=w.alice, name="at-hub", job_id="7272", last_activity=timezone.now())
+    _events_before.update(e["id"] for e in _events())
+    now = timezone.now()
+    row = AccountedJob(job_id="7272", state="CANCELLED by 10001", exit_code=0, exit_signal=0,
+                       submit_time=now - timedelta(minutes=5), start_time=now - timedelta(minutes=5),
+                       end_time=now, elapsed_seconds=300, nodes="gpu-node1", gpus=1, reason="", comment="",
+                       submit_line="", partition="gpu")
+    task_context_enter(task_id="t3", task=SimpleNamespace(name="portal.poll.tasks.poll_cycle"))
+    try:
+        assert servers_apply_accounting(servers=[server], rows=[row]) == 1
+    finally:
+        task_context_exit(task_id="t3")
+
+
+def _session_extension_decided(w: World) -> None:
+    """An admin approves a session's extension beyond the cap (the admin page's action)."""
+    end = timezone.now() + timedelta(minutes=50)
+    SlurmJobFactory(job_id="5151", state="RUNNING", end_time=end, time_limit=timedelta(hours=1))
+    server = NotebookServerFactory(user=w.alice, name="long", hours=1.0, job_id="5151", ends_at=end)
+    request = ExtensionRequest.objects.create(
+        user=w.alice, target="session", target_name="long", slurm_job_id="5151", server=server, minutes=600,
+        limit_before_minutes=60, limit_after_minutes=660, cap_minutes=120,
+        state=ExtensionRequest.State.AWAITING_APPROVAL)
+    _events_before.update(e["id"] for e in _events())
+    scontrol_only = SimpleNamespace(time_limit_set=lambda **kw: None)  # the approval's one Slurm call
+    with patch.object(Slurm, "from_settings", classmethod(lambda cls: scontrol_only)):
+        response = w.admin_web.post("/admin/extensions/extensionrequest/",
+                                    {"action": "approve", "_selected_action": [request.pk]})
+    assert response.status_code == 302
+    assert ExtensionRequest.objects.get(pk=request.pk).state == ExtensionRequest.State.APPROVED
+
+
+def _app_create(w: World) -> None:
+    catalog_sync()
+    _events_before.update(e["id"] for e in _events())
+    with patch("portal.webapps.services.work_dispatch"):  # its sbatch goes to a worker
+        response = w.api.post("/api/v1/apps/", {"type": "tensorboard", "parameters": {"logdir": "logs"}},
+                              format="json")
+    assert response.status_code == 201, response.content
+
+
+def _image_create(w: World) -> None:
+    form = {"name": "pytorch", "title": "PyTorch", "runtime": "podman",
+            "reference": "127.0.0.1:5000/gpuportal/python:3.11-bookworm", "frameworks": "[]",
+            "description": ""}
+    response = w.admin_web.post("/admin/containers/image/add/", form)
+    assert response.status_code == 302, response.content[:3000]
+
+
+def _token_rename(w: World) -> None:
+    token, _ = api_token_create(user=w.alice, name="laptop")
+    _events_before.update(e["id"] for e in _events())
+    form = {"user": w.alice.pk, "name": "old laptop", "expires_at_0": "", "expires_at_1": ""}
+    response = w.admin_web.post(f"/admin/accounts/apitoken/{token.pk}/change/", form)
+    assert response.status_code == 302, response.content[:3000]
+
+
 _events_before: set[str] = set()
 
 # action, its object type, its label, who, source
@@ -190,6 +256,11 @@ ACTIONS: list[tuple[Callable[[World], None], str, str, str | None, str]] = [
     (_profile_add, "policy.ResourceProfile", "create", "ada", "admin"),
     (_budget_set, "projects.Project", "create", "ada", "admin"),
     (_deprovision, "accounts.User", "update", None, "task"),
+    (_session_stopped_at_hub, "servers.NotebookServer", "update", None, "hub"),
+    (_session_extension_decided, "extensions.ExtensionRequest", "update", "ada", "admin"),
+    (_app_create, "webapps.App", "create", "alice", "rest"),
+    (_image_create, "containers.Image", "create", "ada", "admin"),
+    (_token_rename, "accounts.ApiToken", "update", "ada", "admin"),
 ]
 
 
@@ -315,7 +386,6 @@ def test_a_session_the_idle_culler_stopped_reads_culler_and_the_cycle_goes_on_as
     time: the culler's doing (portal.servers.services.servers_apply_accounting)."""
     from portal.audit.receivers import task_context_enter, task_context_exit
     from portal.servers.services import servers_apply_accounting
-    from slurm.parsing import AccountedJob
 
     idle_since = timezone.now() - timedelta(seconds=settings.SERVERS_IDLE_TIMEOUT_SECONDS + 60)
     server = NotebookServerFactory(user=world.alice, name="idle", job_id="6161", last_activity=idle_since)
