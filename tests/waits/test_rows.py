@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from portal.waits.models import Waiting
+from portal.waits.models import FairShareRow, Waiting
 from portal.waits.services import waiting_rows, waits_refresh
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import FairShare, Parsed, PendingStart, PriorityFactors, QueuedJob
@@ -82,10 +82,14 @@ def test_refresh_replaces_the_rows_and_asks_nothing_when_nothing_is_pending():
     assert waits_refresh(queue=queue, slurm=slurm, now=NOW) == 2
     assert slurm.calls == ["squeue --start", "sprio", "sshare"]
     assert dict(Waiting.objects.values_list("job_id", "position")) == {"20": 2, "21": 1}
+    # The users' fair shares stay for the forms' "which project is sooner" (the account's row has none).
+    shares = FairShareRow.objects.values_list("account", "user", "fairshare")
+    assert list(shares) == [("portal", "alice", 0.25)]
 
     slurm = FakeSlurm()
     assert waits_refresh(queue=[_queued("3", "RUNNING")], slurm=slurm, now=NOW) == 0
     assert slurm.calls == [] and not Waiting.objects.exists()
+    assert FairShareRow.objects.count() == 1  # no sshare this cycle: the last one's stay
 
 
 @pytest.mark.django_db
