@@ -20,6 +20,7 @@ from portal.reports import api as reports_api
 from portal.servers import api as servers_api
 from portal.sweeps import api as sweeps_api
 from portal.tensorboards import api as tensorboards_api
+from portal.tracking import artifacts_api as tracking_artifacts_api
 from portal.tracking import compare_api as tracking_compare_api
 from portal.webapps import api as webapps_api
 
@@ -65,6 +66,8 @@ urlpatterns = [
     path("sweeps/<id:sweep_id>/", sweeps_api.SweepDetailApi.as_view(), name="sweep-detail"),
     path("sweeps/<id:sweep_id>/cancel/", sweeps_api.SweepCancelApi.as_view(), name="sweep-cancel"),
     path("runs/compare/", tracking_compare_api.RunsCompareApi.as_view(), name="runs-compare"),
+    path("runs/<str:run_id>/artifacts/", tracking_artifacts_api.RunArtifactsApi.as_view(),
+         name="run-artifacts"),
     path("reports/", reports_api.ReportApi.as_view(), name="reports"),
     path("activity/", audit_api.ActivityApi.as_view(), name="activity"),
     *benchmarks_urlpatterns,

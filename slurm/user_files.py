@@ -3,11 +3,12 @@
 deploy/libexec/job-files is installed as /usr/local/libexec/gpuportal/job-files; the portal runs it
 through the same exec prefix and runner as sbatch (`sudo -n -u <user> --`, argv lists, never a
 shell, the same timeout and process-group handling), so it can only reach what the user can, and
-the helper itself only ever touches ~/gpuportal/jobs and the job-<uuid>.out|err|metrics.json files
-in it.
+the helper itself only ever reads ~/gpuportal/jobs and the job-<uuid>.out|err|metrics.json files
+in it, and lists (names and sizes) a folder of the user's home: a run's MLflow artifacts.
 """
 
 import concurrent.futures
+import json
 import os
 import uuid
 from dataclasses import dataclass
@@ -51,6 +52,31 @@ def job_output_read(*, user: str, job_uuid: uuid.UUID, stream: Literal["stdout",
     if len(words) != 2 or words[0] != b"size" or not words[1].isdigit() or not newline or len(data) > limit:
         raise SlurmRejected("job-files answered something unexpected")
     return JobOutput(exists=True, size=int(words[1]), data=data)
+
+
+@dataclass(frozen=True)
+class FileListing:
+    exists: bool
+    files: list[tuple[str, int]]  # (path relative to the folder, bytes), in path order
+    truncated: bool  # the folder holds more than were listed
+
+
+def user_files_list(*, user: str, directory: str, limit: int,
+                    runner: SlurmRunner | None = None) -> FileListing:
+    """The regular files under `directory` (absolute, in `user`'s home), listed as `user`, links
+    neither listed nor followed; at most `limit`. Raises OutputUnsafe for a folder outside their
+    home or reached through a link, SlurmUnreachable/SlurmRejected as job_output_read does."""
+    output = _run(runner, ["list", directory, str(limit)], user)
+    header, newline, data = output.partition(b"\n")
+    if header == b"absent" and newline and not data:
+        return FileListing(exists=False, files=[], truncated=False)
+    try:
+        document = json.loads(data) if header == b"files" and newline else None
+        files = [(str(path), int(size)) for path, size in document["files"]]
+        truncated = bool(document["truncated"])
+    except (ValueError, TypeError, KeyError) as error:
+        raise SlurmRejected("job-files answered something unexpected") from error
+    return FileListing(exists=True, files=files[:limit], truncated=truncated or len(files) > limit)
 
 
 def job_output_dir_create(*, user: str, runner: SlurmRunner | None = None) -> None:

@@ -114,6 +114,15 @@ def _sweep(world: World) -> int:
         objective="loss", direction="min")).pk
 
 
+def _elsewhere(world: World) -> str:
+    """The owner's run (`_tracked`), its artifacts in a folder outside their home."""
+    from portal.tracking.models import Run
+
+    run_id = _tracked(world)["run_id"]
+    Run.objects.filter(run_id=run_id).update(artifact_uri="file:///srv/elsewhere/artifacts")
+    return run_id
+
+
 def _tracked(world: World) -> dict:
     """The owner's experiment and run (MLflow's tracking API, portal.tracking), with a metric and a
     tag: {"experiment_id", "run_id"}."""
@@ -364,6 +373,11 @@ ROWS: dict[str, list[Row]] = {
                                    P, {**PAGE_MINE, "admin": 404})],
     "api/v1/runs/compare/": [Row("GET", lambda w: f"/api/v1/runs/compare/?runs={_tracked(w)['run_id']}", A,
                                  {**API_MINE, "admin": 404})],
+    # A run's artifact files, listed as its owner (an admin reads anybody's): one whose folder is
+    # outside its owner's home is refused (409) before the helper runs, whoever asks.
+    "api/v1/runs/<str:run_id>/artifacts/": [
+        Row("GET", lambda w: f"/api/v1/runs/{_elsewhere(w)}/artifacts/", A,
+            {**API_MINE, "owner": 409, "admin": 409})],
     # Sweeps: the owner's and an admin's; cancelling an ended one is refused (409) before any scancel.
     "sweeps/": [Row("GET", _fixed("/sweeps/"), P, PAGE_ANY)],
     # The composer's sweep button: refused input goes back to the composer (302) for everybody.
