@@ -1,5 +1,6 @@
 """Batch jobs: templates, submit (--wait), jobs, job, logs (--follow), cancel."""
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -127,7 +128,7 @@ def templates(state: State, slug: str | None) -> None:
 
 
 @click.command()
-@click.argument("template", shell_complete=complete_templates)
+@click.argument("template", required=False, shell_complete=complete_templates)
 @click.option("--param", "-p", "pairs", multiple=True, metavar="KEY=VALUE",
               help="A template parameter (repeatable); VALUE @FILE reads a file, @- stdin.")
 @click.option("--gpus", type=click.IntRange(0), help="Shortcut for the template's GPU parameter.")
@@ -137,17 +138,29 @@ def templates(state: State, slug: str | None) -> None:
 @click.option("--name", help="A name for the job (default: the template's).")
 @click.option("--account", help="Submit under this project's Slurm account (see `gpuportal projects`).")
 @click.option("--wait", is_flag=True, help="Wait for the job to end; the exit code says how it ended.")
+@click.option("--batch", "batch_file", type=click.File("r", encoding="utf-8"), metavar="FILE.json",
+              help="Submit a JSON list of up to 100 job objects (as the API takes them) in one request, "
+                   "instead of TEMPLATE; - reads stdin.")
 @click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True,
               help="Seconds between checks while waiting.")
 @common_options
 @pass_state
-def submit(state: State, template: str, pairs: tuple[str, ...], gpus: int | None, partition: str | None,
-           time_limit: int | None, name: str | None, account: str | None, wait: bool,
-           interval: float) -> None:
-    """Submit a job from TEMPLATE (see `gpuportal templates TEMPLATE` for its parameters).
+def submit(state: State, template: str | None, pairs: tuple[str, ...], gpus: int | None,
+           partition: str | None, time_limit: int | None, name: str | None, account: str | None, wait: bool,
+           batch_file: Any, interval: float) -> None:
+    """Submit a job from TEMPLATE (see `gpuportal templates TEMPLATE` for its parameters), or with
+    --batch a list of jobs in one request.
 
     The request carries an Idempotency-Key and is retried with it, so a network failure never
     submits twice."""
+    if batch_file is not None:
+        options = (gpus, partition, time_limit, name, account)
+        if template or pairs or wait or any(option is not None for option in options):
+            raise click.UsageError("--batch takes the jobs from its file: no TEMPLATE or other options.")
+        _submit_batch(state, batch_file)
+        return
+    if template is None:
+        raise click.UsageError("Missing argument 'TEMPLATE' (or --batch FILE.json).")
     client = state.client()
     catalog = client.get("/templates/")
     found = next((t for t in catalog["templates"] if t["slug"] == template), None)
@@ -175,6 +188,31 @@ def submit(state: State, template: str, pairs: tuple[str, ...], gpus: int | None
     if not state.json:
         err.print(f"Submitted job {job['id']} ({escape(job['name'])}); waiting for it to end.")
     _job_result(job_wait(client, job["id"], interval=interval, quiet=state.json), state)
+
+
+def _submit_batch(state: State, batch_file: Any) -> None:
+    """One result per job, in the file's order; exit code 4 when the portal refused any of them (the
+    others are submitted all the same)."""
+    try:
+        jobs = json.load(batch_file)
+    except ValueError as error:
+        raise click.BadParameter(f"not JSON: {error}", param_hint="--batch") from None
+    if not isinstance(jobs, list):
+        raise click.BadParameter("a JSON list of job objects", param_hint="--batch")
+    answer = state.client().request("POST", "/jobs/", json=jobs, idempotent_create=True)
+    if state.json:
+        emit_json(answer)
+    else:
+        table(answer["results"], [
+            ("#", lambda r: r["index"]), ("STATUS", lambda r: r["status"]),
+            ("JOB", lambda r: r["job"]["id"] if "job" in r else ""),
+            ("STATE", lambda r: r["job"]["state"] if "job" in r else "refused"),
+            ("DETAIL", lambda r: json.dumps(r["errors"]["fields"] or r["errors"]["detail"])
+             if "errors" in r else r["job"]["name"]),
+        ], empty="No jobs.")
+        err.print(f"{answer['submitted']} submitted, {answer['refused']} refused.")
+    if answer["refused"]:
+        raise click.exceptions.Exit(Exit.INVALID)
 
 
 @click.command()

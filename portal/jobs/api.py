@@ -1,17 +1,18 @@
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.core.errors import NotFound
+from portal.core.errors import InvalidInput, NotFound, PortalError
 from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
 from portal.core.pagination import CursorPage
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job
 from portal.jobs.selectors import JobFilters, job_get, job_list, job_metrics_list, partition_limits_list
 from portal.jobs.serializers import (
+    JobBatchResultSerializer,
     JobDetailSerializer,
     JobFilterSerializer,
     JobLogInputSerializer,
@@ -21,6 +22,7 @@ from portal.jobs.serializers import (
     JobSubmitInputSerializer,
     TemplateCatalogSerializer,
 )
+from portal.jobs.services.batch import MAX_ITEMS, JobRequest, jobs_submit_batch
 from portal.jobs.services.logs import job_log_read
 from portal.jobs.services.submission import job_cancel, job_submit
 
@@ -66,15 +68,27 @@ class JobListCreateApi(ListAPIView):
     def get(self, request: Request, *args: object, **kwargs: object) -> Response:
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(request=JobSubmitInputSerializer, parameters=[IDEMPOTENCY_PARAMETER],
-                   responses={201: JobDetailSerializer,
-                              400: OpenApiResponse(description="Invalid input: nothing was submitted"),
-                              409: OpenApiResponse(description="Idempotency-Key reused with another body")},
-                   summary="Submit a job from a template (sbatch as you, in the background)",
-                   description="The job is stored and answered at once, `QUEUED_IN_PORTAL` until a "
-                               "worker's `sbatch` makes it `PENDING` (or `REJECTED` with Slurm's message).")
+    @extend_schema(
+        request=PolymorphicProxySerializer(
+            component_name="JobSubmitOneOrBatch", resource_type_field_name=None, many=False,
+            serializers=[JobSubmitInputSerializer, JobSubmitInputSerializer(many=True)]),
+        parameters=[IDEMPOTENCY_PARAMETER],
+        responses={201: JobDetailSerializer,
+                   200: OpenApiResponse(JobBatchResultSerializer, description="A list was sent: one result "
+                                        "per item, in order (each with its own status)"),
+                   400: OpenApiResponse(description="Invalid input: nothing was submitted"),
+                   409: OpenApiResponse(description="Idempotency-Key reused with another body")},
+        summary="Submit a job from a template, or a list of up to 100 (sbatch as you, in the background)",
+        description="The job is stored and answered at once, `QUEUED_IN_PORTAL` until a worker's `sbatch` "
+                    "makes it `PENDING` (or `REJECTED` with Slurm's message).\n\nA JSON list of job objects "
+                    f"(1 to {MAX_ITEMS}) is a batch: each item is validated on its own, the valid ones are "
+                    "submitted even when others are refused, and the answer (200) has one result per item, "
+                    "in order: status 201 with the job, or the error a single submission of it would have "
+                    "got. An Idempotency-Key covers the whole batch.")
     def post(self, request: Request) -> Response:
         key = idempotency_key(request)
+        if isinstance(request.data, list):
+            return self._post_batch(request, key)
         data = JobSubmitInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         job = job_submit(user=request.user, template=data.validated_data["template"],
@@ -84,6 +98,28 @@ class JobListCreateApi(ListAPIView):
                          notify_email=data.validated_data.get("notify_email"),
                          account=data.validated_data.get("account", ""))
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    def _post_batch(self, request: Request, key: str) -> Response:
+        items = request.data
+        if not 1 <= len(items) <= MAX_ITEMS:
+            raise InvalidInput({"items": [f"1 to {MAX_ITEMS} jobs per request; {len(items)} given."]})
+        if odd := [index for index, item in enumerate(items) if not isinstance(item, dict)]:
+            raise InvalidInput({"items": {str(index): ["Must be a job object."] for index in odd[:10]}})
+        requests: list[JobRequest | PortalError] = []
+        for item in items:
+            data = JobSubmitInputSerializer(data=item)
+            if not data.is_valid():
+                requests.append(InvalidInput(data.errors))
+                continue
+            valid = data.validated_data
+            requests.append(JobRequest(template=valid["template"], parameters=valid["parameters"],
+                                       name=valid.get("name") or None, notify_email=valid.get("notify_email"),
+                                       account=valid.get("account", "")))
+        results = jobs_submit_batch(user=request.user, items=requests, idempotency_key=key,
+                                    request_digest=request_digest(items))
+        submitted = sum(result.job is not None for result in results)
+        return Response(JobBatchResultSerializer({
+            "results": results, "submitted": submitted, "refused": len(results) - submitted}).data)
 
 
 class JobDetailApi(APIView):

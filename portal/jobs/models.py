@@ -146,3 +146,23 @@ class JobMetric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.run}/{self.tag}"
+
+
+class JobBatch(models.Model):
+    """A batch submission that carried an Idempotency-Key (portal.jobs.services.batch): its answer per
+    item (the job created, or why the item was refused), so a replay answers the same and creates
+    nothing. Stored in the transaction that creates its jobs, under a unique key per user."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="job_batches")
+    idempotency_key = models.CharField(max_length=255)
+    request_digest = models.CharField(max_length=64)
+    # [{"index", "status", "job"} (a Job id) or {"index", "status", "errors"}], in the request's order.
+    results = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "idempotency_key"],
+                                               name="uniq_job_batch_idempotency_key")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.idempotency_key}"

@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from portal.core import fields
+from portal.core.schema import ErrorSerializer
 from portal.jobs.models import Job, JobState
 from portal.waits.selectors import waiting_get
 from portal.waits.serializers import WaitingSerializer
@@ -106,6 +107,28 @@ class JobDetailSerializer(JobSerializer):
     def get_waiting(self, job: Job) -> dict | None:
         row = waiting_get(job_id=job.slurm_job_id) if job.state == JobState.PENDING else None
         return None if row is None else WaitingSerializer(row).data
+
+
+class JobBatchItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The item's place in the request, from 0")
+    status = serializers.IntegerField(help_text="201: submitted; else the status a single submission of "
+                                                "this item would have got (400 names the field)")
+    job = JobDetailSerializer(required=False, help_text="The job created (status 201)")
+    errors = ErrorSerializer(required=False, help_text="Why the item was refused (status not 201)")
+
+    def to_representation(self, instance: object) -> dict:
+        data = {"index": instance.index, "status": instance.status}
+        if instance.job is not None:
+            data["job"] = JobDetailSerializer(instance.job).data
+        else:
+            data["errors"] = instance.errors
+        return data
+
+
+class JobBatchResultSerializer(serializers.Serializer):
+    results = JobBatchItemSerializer(many=True, help_text="One per item, in the request's order")
+    submitted = serializers.IntegerField(help_text="Items that became jobs")
+    refused = serializers.IntegerField()
 
 
 class JobLogInputSerializer(serializers.Serializer):

@@ -7,9 +7,11 @@ from portal.jobs.services.submission import job_submit_first_attempt
 
 
 @shared_task(ignore_result=True)
-def job_submit_first(job_id: int) -> None:
-    """The first sbatch of a job the API or a page just stored."""
-    job_submit_first_attempt(job_id=job_id)
+def job_submit_first(*job_ids: int) -> None:
+    """The first sbatch of each job the API, a page, a batch or a sweep just stored, one after the
+    other: a batch of a hundred is one message and one task, not a hundred."""
+    for job_id in job_ids:
+        job_submit_first_attempt(job_id=job_id)
 
 
 @shared_task(ignore_result=True, autoretry_for=(Unavailable,), retry_backoff=5, max_retries=3)

@@ -15,8 +15,9 @@ from portal.accounts.models import User
 from portal.core.errors import InvalidInput
 from portal.jobs.job_templates import ParameterInvalid
 from portal.jobs.models import IN_SLURM_STATES
+from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import JobDraft, job_prepare
-from portal.jobs.services.submission import job_cancel, job_create, job_submit_dispatch
+from portal.jobs.services.submission import job_cancel
 from portal.policy.services import policy_current, user_groups
 from portal.sweeps.models import Direction, Method, Sweep
 from slurm import states as slurm_states
@@ -192,7 +193,8 @@ def sweep_script(*, draft: SweepDraft, sweep_id: int) -> str:
 
 def sweep_submit(*, user: User, spec: SweepSpec) -> Sweep:
     """Validate every task, store the sweep and its array job, and hand the one sbatch to a worker
-    (the jobs' exactly-once rules: portal.jobs.services.submission)."""
+    once stored (the batch path, portal.jobs.services.batch; the jobs' exactly-once rules:
+    portal.jobs.services.submission)."""
     draft = sweep_prepare(user=user, spec=spec)
     with transaction.atomic():
         sweep = Sweep.objects.create(
@@ -201,10 +203,9 @@ def sweep_submit(*, user: User, spec: SweepSpec) -> Sweep:
             concurrency=min(spec.concurrency, len(draft.tasks)), objective=spec.objective,
             direction=spec.direction)
         script = sweep_script(draft=draft, sweep_id=sweep.pk)
-        job = job_create(user=user, draft=replace(draft.job, script=script))
-        sweep.job = job
+        # A sweep is one item that is an array: stored and queued as a batch's jobs are.
+        [sweep.job] = jobs_store(user=user, drafts=[(replace(draft.job, script=script), None)])
         sweep.save(update_fields=["job"])
-        transaction.on_commit(lambda: job_submit_dispatch(job=job))
     return sweep
 
 

@@ -32,6 +32,7 @@ from portal.core.report_tokens import report_token
 from portal.core.slurm_work import db_in, lease_claim
 from portal.core.tracking_tokens import tracking_environment
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
+from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.signals import job_environment, jobs_changed, jobs_created
 from slurm.adapter import Slurm
@@ -88,17 +89,8 @@ def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", reques
 
 
 def job_submit_dispatch(*, job: Job) -> None:
-    """Hand the first attempt to Celery. If the broker is down the job stays due, and the poll
-    cycle submits it once the broker is back: nothing is lost."""
-    from portal.jobs.tasks import job_submit_first  # tasks import services, not the other way round
-
-    try:
-        job_submit_first.delay(job.pk)
-    except Exception as error:  # any broker failure means "later", never a 5xx
-        logger.warning("could not queue job %s for submission, the poll cycle will: %s", job.pk, error)
-        Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL).update(
-            reason="Background workers are unreachable: the job is saved and goes to Slurm when "
-                   "they are back.")
+    """Hand the first attempt to Celery (or, broker down, to the poll cycle: batch.py)."""
+    jobs_submit_dispatch(job_ids=[job.pk])
 
 
 def job_submit_first_attempt(*, job_id: int) -> None:
