@@ -54,6 +54,7 @@ def test_the_session_form_offers_her_projects_as_the_composer_does(client, user,
     assert client.post("/servers/", {"name": "nb", "gpus": "1", "account": "nlp"}).status_code == 302
     server = NotebookServer.objects.get(name="nb")
     assert server.account == "nlp" and hub.started[-1]["account"] == "nlp"
+    assert "project <span data-account>nlp</span>" in client.get("/servers/").content.decode()
     # Relaunched, it keeps its project.
     assert 'value="nlp" selected' in client.get("/servers/", {"relaunch": "nb"}).content.decode()
 
