@@ -7,8 +7,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from portal.core.converters import id_or_none
-from portal.core.errors import InvalidInput, NotFound
+from portal.core.errors import InvalidInput, NotFound, PortalError
 from portal.jobs.views import job_part_render
+from portal.tracking.artifacts import run_artifacts
 from portal.tracking.compare import (
     COMPARE_RUNS_MAX,
     compare_run_ids,
@@ -50,11 +51,18 @@ def run_history_view(request: HttpRequest) -> HttpResponse:
 @require_GET
 def runs_compare_view(request: HttpRequest) -> HttpResponse:
     """`?runs=<id>&runs=<id>` (or `runs=<id>,<id>`): those of the user's runs side by side; another
-    user's run is not found (404)."""
+    user's run is not found (404). One run is that run's page, with its artifact files."""
     try:
         comparison = runs_compare(user=request.user, run_ids=compare_run_ids(request.GET.getlist("runs")))
     except InvalidInput as error:
         return render(request, "tracking/compare.html", {"errors": error.fields["runs"]}, status=400)
     except NotFound:
         raise Http404("No such run.") from None
-    return render(request, "tracking/compare.html", {"comparison": comparison})
+    artifacts, artifacts_error = None, ""
+    if len(comparison.runs) == 1:  # one run: its page, with its artifact files (listed as its owner)
+        try:
+            artifacts = run_artifacts(user=request.user, run_id=comparison.runs[0].run_id)
+        except PortalError as error:
+            artifacts_error = error.message
+    return render(request, "tracking/compare.html", {"comparison": comparison, "artifacts": artifacts,
+                                                     "artifacts_error": artifacts_error})

@@ -113,3 +113,11 @@ def test_a_folder_reached_through_a_link_is_refused(alice_api, folder):
     _link(experiment_dir / run.run_id, "/etc")
     answer = client.get(f"/api/v1/runs/{run.run_id}/artifacts/")
     assert answer.status_code == 409 and answer.json()["code"] == "artifacts_unlistable"
+
+
+def test_a_runs_page_lists_its_artifacts(alice_api, client):
+    _, run = alice_api
+    _alice_writes(Path(run.artifact_uri.removeprefix("file://")), "notes.txt", "trained\n")
+    client.force_login(run.owner)
+    page = client.get(f"/tracking/runs/compare/?runs={run.run_id}").content.decode()
+    assert 'id="artifacts"' in page and "<code>notes.txt</code>" in page and "8\xa0bytes" in page
