@@ -178,9 +178,10 @@ def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
 def job_cancel(*, job: Job, slurm: Slurm | None = None) -> Job:
     """Cancel as the job's owner; the poll cycle records Slurm's final CANCELLED state."""
     if job.state == JobState.QUEUED_IN_PORTAL:
-        Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL).update(
-            state=JobState.CANCELLED, reason="Cancelled before it reached Slurm.", ended_at=timezone.now(),
-            cancel_requested_at=timezone.now(), next_attempt_at=None)
+        if Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL).update(
+                state=JobState.CANCELLED, reason="Cancelled before it reached Slurm.",
+                ended_at=timezone.now(), cancel_requested_at=timezone.now(), next_attempt_at=None):
+            transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=[job.pk]))
         job.refresh_from_db()
     if job.state not in IN_SLURM_STATES:
         if job.state == JobState.CANCELLED and job.cancel_requested_at:
