@@ -46,13 +46,19 @@ system_account() {
 system_account "$PORTAL_USER" "$PORTAL_HOME"
 system_account "$HUB_USER" "$GPUPORTAL_STATE/hub"
 
-# The job-files helper (root-owned, run as the user through sudo) and the sudoers fragment; the
-# fragment is checked with visudo before it replaces the installed one, so a bad edit never
-# leaves sudo broken.
+# The job-files helper (root-owned, run as the user through sudo), slurm-token and the sudoers
+# fragment; the fragment is checked with visudo before it replaces the installed one, so a bad
+# edit never leaves sudo broken.
 install -d -o root -g root -m 0755 "$(dirname "$JOB_FILES")"
 if ! cmp -s "$ROOT/deploy/libexec/job-files" "$JOB_FILES"; then
   say "installing $JOB_FILES"
   install -o root -g root -m 0755 "$ROOT/deploy/libexec/job-files" "$JOB_FILES"
+fi
+# slurm-token: the portal's short-lived slurmrestd tokens (SLURM_ADAPTER=slurmrestd), run as root
+# through sudo; it narrows `scontrol token` to the portal's users (see its header).
+if ! cmp -s "$ROOT/deploy/libexec/slurm-token" "$SLURM_TOKEN"; then
+  say "installing $SLURM_TOKEN"
+  install -o root -g root -m 0755 "$ROOT/deploy/libexec/slurm-token" "$SLURM_TOKEN"
 fi
 if ! cmp -s "$ROOT/deploy/sudoers.d/gpuportal" "$SUDOERS_FILE" \
    || [[ $(stat -c %a:%U:%G "$SUDOERS_FILE") != 440:root:root ]]; then

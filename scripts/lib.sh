@@ -31,6 +31,7 @@ PORTAL_LOG="$PORTAL_HOME/log"
 # reads them): mode 0600, owned by PORTAL_USER; see deploy/gpuportal.env.example.
 PORTAL_ENV="$PORTAL_HOME/gpuportal.env"
 JOB_FILES=/usr/local/libexec/gpuportal/job-files
+SLURM_TOKEN=/usr/local/libexec/gpuportal/slurm-token
 SUDOERS_FILE=/etc/sudoers.d/gpuportal
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }

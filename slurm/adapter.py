@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from slurm import parsing
 from slurm.runner import SlurmRunner
@@ -25,11 +26,19 @@ class Slurm:
 
     @classmethod
     def from_settings(cls) -> "Slurm":
-        return cls(SlurmRunner(
+        """The adapter SLURM_ADAPTER names: "sudo" (Slurm's commands) or "slurmrestd" (slurm/rest.py)."""
+        runner = SlurmRunner(
             bin_dir=Path(settings.SLURM_BIN_DIR),
             exec_prefix=tuple(settings.SLURM_EXEC_PREFIX),
             timeout=settings.SLURM_TIMEOUT_SECONDS,
-        ))
+        )
+        if settings.SLURM_ADAPTER == "slurmrestd":
+            from slurm.rest import rest_from_settings  # here: slurm.rest builds on this module
+
+            return rest_from_settings(runner)
+        if settings.SLURM_ADAPTER != "sudo":
+            raise ImproperlyConfigured(f"SLURM_ADAPTER: sudo or slurmrestd, not {settings.SLURM_ADAPTER!r}")
+        return cls(runner)
 
     def nodes(self) -> parsing.Parsed[parsing.NodeInPartition]:
         """Every node in every partition, with GPU totals and use (one `sinfo`)."""

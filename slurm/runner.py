@@ -16,8 +16,8 @@ from slurm.parsing import TIME_FORMAT
 
 logger = logging.getLogger(__name__)
 
-# What Slurm's clients print when slurmctld or slurmdbd does not answer.
-_UNREACHABLE = re.compile(
+# What Slurm's clients print when slurmctld or slurmdbd does not answer (slurmrestd relays the same).
+UNREACHABLE = re.compile(
     r"Unable to contact slurm controller|Socket timed out|Connection refused|"
     r"Zero Bytes were transmitted|Problem talking to the database|"
     r"slurm_persist_conn_open|Communication connection failure|Unable to establish",
@@ -83,7 +83,7 @@ class SlurmRunner:
             stderr = raw_err.decode("utf-8", errors="replace")
             message = _clean(stderr) or f"{command} exited with {child.returncode}"
             logger.info("slurm command failed: %s: %s", argv, message)
-            if _UNREACHABLE.search(stderr):
+            if UNREACHABLE.search(stderr):
                 raise SlurmUnreachable(message)
             raise SlurmRejected(message)
         return raw_out

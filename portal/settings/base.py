@@ -179,6 +179,17 @@ SLURM_TIMEOUT_SECONDS = env.float("SLURM_TIMEOUT_SECONDS", default=20.0)
 SLURM_POLL_SECONDS = env.float("SLURM_POLL_SECONDS", default=60.0)
 # A snapshot older than this many poll cycles is shown as stale.
 SLURM_STALE_AFTER_CYCLES = 3
+# "sudo": Slurm's commands (sbatch as the user through sudo). "slurmrestd": submit, cancel, the
+# cycle's queue and accounting reads and time limits over Slurm's REST daemon (slurm/rest.py), each
+# request with a short-lived token of its user from the narrow helper below; the rest stays on sudo.
+SLURM_ADAPTER = env("SLURM_ADAPTER", default="sudo")
+SLURM_REST_URL = env("SLURM_REST_URL", default="http://127.0.0.1:6820")
+SLURM_TOKEN_COMMAND = env.list("SLURM_TOKEN_COMMAND",
+                               default=["/usr/bin/sudo", "-n", "/usr/local/libexec/gpuportal/slurm-token"])
+SLURM_TOKEN_LIFESPAN_SECONDS = env.int("SLURM_TOKEN_LIFESPAN_SECONDS", default=600)  # at most 900
+SLURM_TOKEN_RENEW_SECONDS = env.int("SLURM_TOKEN_RENEW_SECONDS", default=120)
+# The portal's own account (a Slurm Operator): slurmrestd reads and time limits go out as it.
+SLURM_OPERATOR_ACCOUNT = env("SLURM_OPERATOR_ACCOUNT", default="gpuportal")
 
 # --- Software environments (portal.environments) ---
 # Built by scripts/envs/build.sh, one prefix per environment with its manifest (gpuportal-env.json).

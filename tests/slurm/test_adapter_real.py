@@ -9,6 +9,7 @@ import pytest
 
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import Parsed
+from slurm.rest import SlurmRest
 
 pytestmark = pytest.mark.integration
 
@@ -107,8 +108,13 @@ def test_a_hostile_job_name_and_comment_hide_no_other_job(slurm):
                 assert time.monotonic() < deadline
                 time.sleep(0.5)
             assert accounted.malformed == 0
-            submit_lines = {row.job_id: row.submit_line for row in accounted.rows}
-            assert name.decode() in submit_lines[hostile] and "--job-name=normal" in submit_lines[normal]
+            rows = {row.job_id: row for row in accounted.rows}
+            if isinstance(slurm, SlurmRest):
+                # slurmdb v0.0.38 has no SubmitLine (and a held job's comment is not stored yet).
+                assert (rows[hostile].user, rows[normal].user) == ("alice", "alice")
+            else:
+                assert name.decode() in rows[hostile].submit_line
+                assert "--job-name=normal" in rows[normal].submit_line
         finally:
             slurm.cancel(job_id=normal, user="alice")
     finally:
