@@ -13,7 +13,7 @@ from portal.benchmarks.models import BenchmarkResult
 from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import JobMetric, JobState
 from portal.jobs.services.prepare import job_prepare
-from portal.jobs.services.submission import job_create, job_report_environment
+from portal.jobs.services.submission import job_cancel, job_create, job_report_environment
 from portal.tracking.job_runs import job_run_end, job_run_params, job_runs_create, job_runs_follow
 from portal.tracking.models import Experiment, LatestMetric, LifecycleStage, Metric, Run, RunStatus
 from portal.tracking.services import log_batch
@@ -53,6 +53,15 @@ def test_a_stored_job_is_a_scheduled_run_with_its_parameters_resources_and_tags(
 
     second = job_create(user=user, draft=replace(draft, uuid=uuid.uuid4()))
     assert Run.objects.get(job=second).experiment == run.experiment  # one experiment per template
+
+
+def test_a_job_cancelled_before_slurm_is_a_killed_run(partitions, django_capture_on_commit_callbacks):
+    user, draft = _job()
+    job = job_create(user=user, draft=draft)
+    with django_capture_on_commit_callbacks(execute=True):
+        job_cancel(job=job)
+    run = Run.objects.get(job=job)
+    assert run.status == RunStatus.KILLED and run.end_time == int(job.ended_at.timestamp() * 1000)
 
 
 def test_an_array_job_gets_no_run_so_each_task_makes_its_own(partitions):
