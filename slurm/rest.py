@@ -138,9 +138,10 @@ class SlurmRest(Slurm):
             # Relative to slurmrestd's clock, so neither side's time zone matters; a second early.
             ago = max(0, int((datetime.now(UTC) - since).total_seconds()) + 1)
             query |= {"start_time": f"now-{ago}seconds", "end_time": "now"}
+        elif not job_ids:
+            return parsing.Parsed(rows=[])
         else:
-            if not job_ids or not all(_JOB_ID.fullmatch(job_id) or parsing.array_tasks(job_id)
-                                      for job_id in job_ids):
+            if not all(_JOB_ID.fullmatch(job_id) or parsing.array_tasks(job_id) for job_id in job_ids):
                 raise ValueError(f"not Slurm job ids: {job_ids!r}")
             query["step"] = ",".join(job_ids)
         answer = self._call("GET", f"{DB_API}/jobs", user=self.operator, query=query)
