@@ -188,7 +188,7 @@ class SlurmRest(Slurm):
         if response.ok:
             # A success may carry Slurm's note too (a held job: "Job is in held state...").
             for error in errors:
-                logger.info("slurmrestd: %s", _message(error))
+                logger.debug("slurmrestd: %s", _message(error))
             return answer
         raise _error(errors) if errors else SlurmRejected(f"slurmrestd answered HTTP {response.status_code}")
 

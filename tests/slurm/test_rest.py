@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from portal.jobs.services.prepare import _header
+from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.rest import SlurmRest, job_properties, sbatch_options
 from slurm.runner import SlurmRunner
@@ -274,3 +276,15 @@ def test_a_failing_token_command_raises_its_message(tmp_path):
 def test_the_token_helper_refuses_anybody_else_and_long_lifespans(argv):
     done = subprocess.run([TOKEN_HELPER, *argv], capture_output=True, text=True, timeout=20)
     assert done.returncode == 2 and done.stdout == "" and done.stderr.startswith("slurm-token: ")
+
+
+def test_the_setting_picks_the_adapter_and_one_token_cache_serves_the_process(settings):
+    settings.SLURM_ADAPTER = "slurmrestd"
+    first, second = Slurm.from_settings(), Slurm.from_settings()
+    assert isinstance(first, SlurmRest) and first.tokens is second.tokens and first.session is second.session
+    assert first.url == "http://127.0.0.1:6820" and first.operator == "gpuportal"
+    settings.SLURM_ADAPTER = "sudo"
+    assert type(Slurm.from_settings()) is Slurm
+    settings.SLURM_ADAPTER = "rest"
+    with pytest.raises(ImproperlyConfigured, match="SLURM_ADAPTER"):
+        Slurm.from_settings()
