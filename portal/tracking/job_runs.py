@@ -98,22 +98,29 @@ def _experiment(job: Job) -> Experiment | None:
 
 
 def job_runs_create(*, jobs: list[Job]) -> list[Run]:
-    """Each new job's run (in the transaction that stores the jobs), SCHEDULED until it runs."""
+    """Each new job's run (in the transaction that stores the jobs), SCHEDULED until it runs: a
+    batch of jobs costs one INSERT of runs, one of params and one of tags."""
+    experiments: dict[tuple[int, str], Experiment | None] = {}
     runs = []
     for job in jobs:
-        if job_is_array(job) or (experiment := _experiment(job)) is None:
+        if job_is_array(job):
+            continue
+        key = (job.user_id, job_experiment_name(job))
+        if key not in experiments:
+            experiments[key] = _experiment(job)
+        if (experiment := experiments[key]) is None:
             continue
         run_id = job_run_id(job)
-        run = Run.objects.create(
+        runs.append(Run(
             run_id=run_id, experiment=experiment, owner=job.user, run_name=job.name[:v.MAX_RUN_NAME_LENGTH],
             status=STATUS_OF.get(job.state, RunStatus.SCHEDULED),
-            start_time=int(job.submitted_at.timestamp() * 1000) if job.submitted_at else now_ms(),
-            artifact_uri=f"{experiment.artifact_location}/{run_id}/artifacts", job=job)
-        Param.objects.bulk_create([Param(run=run, key=key, value=value)
-                                   for key, value in job_run_params(job).items()])
-        Tag.objects.bulk_create([Tag(run=run, key=key, value=value)
-                                 for key, value in job_run_tags(job).items()])
-        runs.append(run)
+            start_time=_millis(job.submitted_at) or now_ms(),
+            artifact_uri=f"{experiment.artifact_location}/{run_id}/artifacts", job=job))
+    Run.objects.bulk_create(runs)
+    Param.objects.bulk_create([Param(run=run, key=key, value=value)
+                               for run in runs for key, value in job_run_params(run.job).items()])
+    Tag.objects.bulk_create([Tag(run=run, key=key, value=value)
+                             for run in runs for key, value in job_run_tags(run.job).items()])
     return runs
 
 

@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 
 from portal.benchmarks.models import BenchmarkResult
 from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import JobMetric, JobState
+from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_create, job_report_environment
 from portal.tracking.job_runs import job_run_end, job_run_params, job_runs_create, job_runs_follow
@@ -53,6 +55,17 @@ def test_a_stored_job_is_a_scheduled_run_with_its_parameters_resources_and_tags(
 
     second = job_create(user=user, draft=replace(draft, uuid=uuid.uuid4()))
     assert Run.objects.get(job=second).experiment == run.experiment  # one experiment per template
+
+
+def test_a_batch_of_jobs_is_a_batch_of_runs_in_one_experiment(partitions, django_assert_max_num_queries):
+    user, draft = _job()
+    drafts = [(replace(draft, uuid=uuid.uuid4(), name=f"job {i}"), None) for i in range(20)]
+    with transaction.atomic(), django_assert_max_num_queries(12):
+        jobs = jobs_store(user=user, drafts=drafts)
+    runs = Run.objects.filter(job__in=jobs)
+    assert sorted(run.run_name for run in runs) == sorted(f"job {i}" for i in range(20))
+    assert {run.experiment.name for run in runs} == {"job-custom"} and Experiment.objects.count() == 1
+    assert all(run.params.filter(key="slurm.partition").exists() for run in runs)
 
 
 def test_a_job_cancelled_before_slurm_is_a_killed_run(partitions, django_capture_on_commit_callbacks):

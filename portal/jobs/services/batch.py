@@ -26,6 +26,7 @@ from portal.core.errors import Conflict, PortalError
 from portal.core.idempotency import HEADER
 from portal.jobs.models import Job, JobBatch, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
+from portal.jobs.signals import jobs_created
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ def jobs_store(*, user: User, drafts: Sequence[tuple[JobDraft, bool | None]]) ->
         state=JobState.QUEUED_IN_PORTAL, submitted_at=now, next_attempt_at=now, notify_email=notify_email,
     ) for draft, notify_email in drafts])
     if jobs:
+        jobs_created.send(sender=Job, jobs=jobs)  # the apps above, in this transaction (their MLflow runs)
         job_ids = [job.pk for job in jobs]
         transaction.on_commit(lambda: jobs_submit_dispatch(job_ids=job_ids))
     return jobs
