@@ -4,7 +4,8 @@ The shipped site, changed only where a loopback run must: its listen ports moved
 port (TLS and HTTP/2 kept, with a throwaway certificate), its public names gpu.example.org,
 hub.gpu.example.org and *.apps.gpu.example.org turned into localhost, hub.localhost and
 *.apps.localhost (names that resolve to loopback, and that the bed's portal accepts), its backends'
-ports given by the caller, the documentation folder the checkout's site/. nginx runs as nobody with
+ports given by the caller, the documentation folder the checkout's site/, and the Host header passed on
+with its port. nginx runs as nobody with
 its own prefix, pid file and temp paths in a temp dir, removed when it stops.
 """
 
@@ -56,6 +57,9 @@ def render_site(site: str, *, workdir: Path, port: int, http_port: int, portal_p
                      (r"gpu\.example\.org", "localhost"),
                      (r"/etc/ssl/gpuportal/", f"{workdir}/"),
                      (r"/opt/gpuportal/site/", f"{ROOT}/site/"),
+                     # The port a browser puts in Origin is not 443 here: pass it on, so that the
+                     # portal's CSRF check compares like with like (at 443, $host is the same).
+                     (r"proxy_set_header Host \$host;", "proxy_set_header Host $http_host;"),
                      (r"proxy_pass http://127\.0\.0\.1:8000;", f"proxy_pass http://127.0.0.1:{portal_port};"),
                      (r"proxy_pass http://127\.0\.0\.1:8001;", f"proxy_pass http://127.0.0.1:{hub_port};"),
                      (r"proxy_pass http://127\.0\.0\.1:8003;", f"proxy_pass http://127.0.0.1:{gateway_port};")):

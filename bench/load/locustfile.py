@@ -1,0 +1,193 @@
+"""The portal's traffic mix for Locust, through nginx on loopback (bench/load/run.py starts both).
+
+Every simulated user has a loopback address of its own (127.0.x.y, Linux routes all of 127/8 to lo),
+so nginx's per-address limits see many clients as a site would. Its settings come from the
+environment run.py sets (LOAD_*). Every loop is bounded: a tab polls a fixed number of times, the
+submitters stop after LOAD_MAX_JOBS jobs, the session starter after LOAD_MAX_SESSIONS sessions.
+
+429 answers are the per-user API throttles (the bed has three accounts for hundreds of simulated
+users): counted as throttled, not as errors; every other 4xx/5xx or connection error is an error.
+"""
+
+import itertools
+import json
+import os
+import random
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from locust import HttpUser, between, constant, events, task
+from requests.adapters import HTTPAdapter
+
+ACCOUNTS = [tuple(pair.split(":", 1))
+            for pair in os.environ.get("LOAD_ACCOUNTS", "alice:alice-pw").split(",")]
+TOKENS: dict[str, str] = json.loads(os.environ.get("LOAD_TOKENS", "{}"))
+JOBS: dict[str, list[int]] = json.loads(os.environ.get("LOAD_JOBS", "{}"))  # per account, to view and tail
+CA = os.environ.get("LOAD_CA", "")
+TAG = os.environ.get("LOAD_TAG", "load")
+OUT = Path(os.environ.get("LOAD_OUT", "/tmp/gpuportal-load"))
+MAX_JOBS = int(os.environ.get("LOAD_MAX_JOBS", "50"))
+BURST = int(os.environ.get("LOAD_BURST", "5"))
+MAX_SESSIONS = int(os.environ.get("LOAD_MAX_SESSIONS", "1"))
+TAB_POLLS = 5
+
+_addresses = itertools.count()
+statuses: Counter[str] = Counter()
+created = {"jobs": [], "sessions": []}
+
+
+class SourceAddress(HTTPAdapter):
+    def __init__(self, address: str) -> None:
+        self.address = address
+        super().__init__(pool_connections=1, pool_maxsize=4)
+
+    def init_poolmanager(self, *args: object, **kwargs: object) -> None:
+        kwargs["source_address"] = (self.address, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+@events.request.add_listener
+def _count(name: str, response: object, exception: BaseException | None, **_: object) -> None:
+    code = getattr(response, "status_code", 0) if exception is None or response is not None else 0
+    statuses[f"{name} {code or type(exception).__name__}"] += 1
+
+
+@events.test_stop.add_listener
+def _save(**_: object) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "statuses.json").write_text(json.dumps(statuses, indent=1, sort_keys=True))
+    (OUT / "created.json").write_text(json.dumps(created))
+
+
+class PortalUser(HttpUser):
+    abstract = True
+
+    def on_start(self) -> None:
+        n = next(_addresses)
+        self.client.mount("https://", SourceAddress(f"127.0.{1 + n // 250}.{1 + n % 250}"))
+        self.client.verify = CA
+        self.account, self.password = ACCOUNTS[n % len(ACCOUNTS)]
+
+    def call(self, method: str, path: str, name: str, **kwargs: object) -> object:
+        """One request; a 429 is the per-user throttle (counted, not an error)."""
+        with self.client.request(method, path, name=name, catch_response=True, allow_redirects=False,
+                                 **kwargs) as response:
+            if response.status_code == 429 or response.status_code < 400:
+                response.success()
+            else:
+                response.failure(f"{response.status_code}: {response.text[:200]}")
+            return response
+
+    def job(self) -> int | None:
+        jobs = JOBS.get(self.account) or []
+        return random.choice(jobs) if jobs else None
+
+
+class Browser(PortalUser):
+    """A logged-in user with a tab open: the servers page, a job's log, the cluster page or charts."""
+
+    weight = 6
+    wait_time = between(1, 3)
+
+    def on_start(self) -> None:
+        super().on_start()
+        page = self.call("GET", "/accounts/login/", "/accounts/login/ (page)")
+        # What a browser sends with the form: the portal checks Origin and, over https, Referer.
+        headers = {"Origin": self.host, "Referer": f"{self.host}/accounts/login/"}
+        self.call("POST", "/accounts/login/", "/accounts/login/ (POST)", headers=headers, data={
+            "username": self.account, "password": self.password,
+            "csrfmiddlewaretoken": page.cookies.get("csrftoken", "")})
+
+    @task(4)
+    def servers_tab(self) -> None:
+        self.call("GET", "/servers/", "/servers/")
+        for _ in range(TAB_POLLS):  # servers.js: the cards every 2 s
+            time.sleep(2)
+            self.call("GET", "/servers/cards/", "/servers/cards/")
+
+    @task(2)
+    def job_tab(self) -> None:
+        job = self.job()
+        if job is None:
+            return
+        self.call("GET", f"/jobs/{job}/", "/jobs/{id}/")
+        offsets = {"stdout": 0, "stderr": 0}
+        for _ in range(TAB_POLLS):  # log.js: both streams and the state every 2 s
+            for stream in offsets:
+                query = f"stream={stream}&offset={offsets[stream]}"
+                response = self.call("GET", f"/api/v1/jobs/{job}/log/?{query}", "/api/v1/jobs/{id}/log/")
+                if response.status_code == 200:
+                    offsets[stream] = response.json().get("next_offset", offsets[stream])
+            self.call("GET", f"/api/v1/jobs/{job}/", "/api/v1/jobs/{id}/ (page)")
+            time.sleep(2)
+
+    @task(2)
+    def cluster(self) -> None:
+        self.call("GET", "/cluster/", "/cluster/")
+
+    @task(1)
+    def charts(self) -> None:
+        self.call("GET", "/benchmarks/charts/", "/benchmarks/charts/")
+        self.call("GET", "/usage/", "/usage/")
+
+
+class Script(PortalUser):
+    """A user's script polling a job's state with an API token every 5 s."""
+
+    weight = 3
+    wait_time = constant(5)
+
+    @task
+    def poll(self) -> None:
+        job = self.job()
+        if job is not None:
+            self.call("GET", f"/api/v1/jobs/{job}/", "/api/v1/jobs/{id}/",
+                      headers={"Authorization": f"Token {TOKENS[self.account]}"})
+
+
+class Submitter(PortalUser):
+    """Bursts of submissions before a deadline: BURST short jobs at once, every 20-40 s."""
+
+    fixed_count = int(os.environ.get("LOAD_SUBMITTERS", "1"))
+    wait_time = between(20, 40)
+
+    @task
+    def burst(self) -> None:
+        for _ in range(BURST):
+            if len(created["jobs"]) >= MAX_JOBS:
+                return
+            response = self.call("POST", "/api/v1/jobs/", "/api/v1/jobs/ (POST)", headers={
+                "Authorization": f"Token {TOKENS[self.account]}", "Idempotency-Key": str(uuid.uuid4())},
+                json={"template": "custom", "name": f"{TAG}-{len(created['jobs'])}", "parameters": {
+                    "commands": "sleep 15", "gpus": 0, "partition": "debug", "time_limit": 1}})
+            if response.status_code == 201:
+                created["jobs"].append([self.account, response.json()["id"]])
+
+
+class SessionCycle(PortalUser):
+    """Starts a notebook session, watches it start as the servers page does, and stops it."""
+
+    fixed_count = int(os.environ.get("LOAD_SESSION_USERS", "1"))
+    wait_time = between(5, 10)
+
+    @task
+    def cycle(self) -> None:
+        if len(created["sessions"]) >= MAX_SESSIONS:
+            return
+        name = f"{TAG}{len(created['sessions'])}"[:30]
+        auth = {"Authorization": f"Token {TOKENS[self.account]}"}
+        response = self.call("POST", "/api/v1/sessions/", "/api/v1/sessions/ (POST)", headers=auth,
+                             json={"name": name, "partition": "debug", "gpus": 0, "hours": 0.25})
+        if response.status_code != 202:
+            return
+        created["sessions"].append([self.account, name])
+        deadline, state = time.monotonic() + 60, "queued"
+        while time.monotonic() < deadline and state not in ("ready", "ended"):
+            time.sleep(2)
+            card = self.call("GET", f"/api/v1/sessions/{name}/", "/api/v1/sessions/{name}/", headers=auth)
+            state = card.json().get("state", state) if card.status_code == 200 else state
+        if state != "ended":  # one the hub refused has ended by itself
+            self.call("DELETE", f"/api/v1/sessions/{name}/", "/api/v1/sessions/{name}/ (DELETE)",
+                      headers=auth)
