@@ -4,6 +4,7 @@ import subprocess
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,37 @@ def test_a_hostile_job_name_and_comment_hide_no_other_job(slurm):
             slurm.cancel(job_id=normal, user="alice")
     finally:
         slurm.cancel(job_id=hostile, user="alice")
+
+
+def test_a_job_runs_with_its_scripts_options_and_the_given_environment(slurm):
+    # The portal's jobs say everything in #SBATCH lines (slurmrestd reads none: slurm/rest.py maps them).
+    tag = uuid.uuid4().hex[:8]
+    output = f"/home/alice/.adapter-test-{tag}.out"
+    script = (f"#!/bin/bash\n#SBATCH --job-name=adapter-{tag} --time=1\n#SBATCH --mem=100M\n"
+              f"#SBATCH --chdir=/home/alice --output={output} --error={output}\n"
+              'echo "dir=$(pwd) user=$(id -un) name=$SLURM_JOB_NAME url=$GPUPORTAL_URL"\n')
+    job_id = slurm.submit(script=script, user="alice", comment=f"gpuportal:{tag}",
+                          environment={"GPUPORTAL_URL": "http://portal.test"})
+    try:
+        deadline = time.monotonic() + 30
+        while not (rows := slurm.accounting(job_ids=[job_id]).rows) or rows[0].end_time is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert rows[0].base_state == "COMPLETED" and rows[0].exit_code == 0
+        printed = Path(output).read_text()
+        assert printed == f"dir=/home/alice user=alice name=adapter-{tag} url=http://portal.test\n"
+    finally:
+        Path(output).unlink(missing_ok=True)
+
+
+def test_the_operator_raises_a_time_limit(slurm):
+    script = "#!/bin/bash\n#SBATCH --hold --time=1 --mem=100M --output=/dev/null\nsleep 60\n"
+    job_id = slurm.submit(script=script, user="alice", comment="adapter-test:limit")
+    try:
+        slurm.time_limit_set(job_id=job_id, minutes=30)
+        (queued,) = [job for job in slurm.queue().rows if job.job_id == job_id]
+        assert queued.time_limit == timedelta(minutes=30) and queued.reason == "JobHeldUser"
+    finally:
+        slurm.cancel_as_operator(job_id=job_id)
+    with pytest.raises(SlurmRejected):
+        slurm.time_limit_set(job_id="999999", minutes=30)
