@@ -15,6 +15,7 @@ SlurmRejected with Slurm's own message.
 
 import functools
 import logging
+import os
 import pwd
 import re
 import shlex
@@ -146,10 +147,13 @@ class SlurmRest(Slurm):
             query["step"] = ",".join(job_ids)
         answer = self._call("GET", f"{DB_API}/jobs", user=self.operator, query=query)
         parsed = _rows(answer.get("jobs") or [], accounted_job, "slurmdb jobs")
-        if since is not None and users:
-            wanted = set(users)
-            return parsing.Parsed([row for row in parsed.rows if row.user in wanted], parsed.malformed)
-        return parsed
+        # slurmrestd always asks with sacct's --duplicates: keep a requeued job's latest record only.
+        latest: dict[str, parsing.AccountedJob] = {}
+        for row in parsed.rows:
+            if row.job_id not in latest or _submitted(row) >= _submitted(latest[row.job_id]):
+                latest[row.job_id] = row
+        rows = [row for row in latest.values() if not (since is not None and users) or row.user in users]
+        return parsing.Parsed(rows=rows, malformed=parsed.malformed)
 
     def _cancel(self, job_id: str, user: str) -> None:
         if not _JOB_ID.fullmatch(job_id) and not parsing.array_tasks(job_id):
@@ -285,6 +289,10 @@ def _rows(items: list[Any], build: Callable[[dict[str, Any]], T], what: str) -> 
     return parsing.Parsed(rows=rows, malformed=malformed)
 
 
+def _submitted(row: parsing.AccountedJob) -> datetime:
+    return row.submit_time or datetime.min.replace(tzinfo=UTC)
+
+
 def _has_ended(job: Any) -> bool:
     return isinstance(job, dict) and states.is_final(str(job.get("job_state") or ""))
 
@@ -407,16 +415,18 @@ def accounted_job(job: Mapping[str, Any]) -> parsing.AccountedJob:
 
 
 @functools.cache
-def _shared(url: str, command: tuple[str, ...], lifespan: int, renew_before: int,
+def _shared(pid: int, url: str, command: tuple[str, ...], lifespan: int, renew_before: int,
             timeout: float) -> tuple[TokenCache, requests.Session]:
-    """One token cache and one connection pool per process (and per configuration)."""
+    """One token cache and one connection pool per process (a forked worker makes its own) and
+    configuration."""
     return TokenCache(command=command, lifespan=lifespan, renew_before=renew_before, timeout=timeout), \
         requests.Session()
 
 
 def rest_from_settings(runner: SlurmRunner) -> SlurmRest:
-    tokens, session = _shared(settings.SLURM_REST_URL.rstrip("/"), tuple(settings.SLURM_TOKEN_COMMAND),
+    url = settings.SLURM_REST_URL.rstrip("/")
+    tokens, session = _shared(os.getpid(), url, tuple(settings.SLURM_TOKEN_COMMAND),
                               settings.SLURM_TOKEN_LIFESPAN_SECONDS, settings.SLURM_TOKEN_RENEW_SECONDS,
                               settings.SLURM_TIMEOUT_SECONDS)
-    return SlurmRest(runner=runner, url=settings.SLURM_REST_URL.rstrip("/"), tokens=tokens,
-                     operator=settings.SLURM_OPERATOR_ACCOUNT, session=session)
+    return SlurmRest(runner=runner, url=url, tokens=tokens, operator=settings.SLURM_OPERATOR_ACCOUNT,
+                     session=session)

@@ -132,12 +132,23 @@ def test_accounting_maps_slurmdb_jobs_as_sacct_prints_them():
 def test_accounting_since_is_relative_and_filters_users_here():
     rest, session = adapter((200, recorded("slurmdb_jobs")))
     since = datetime.now(UTC) - timedelta(minutes=10)
-    rows = rest.accounting(since=since, users=["bob"]).rows
-    assert rows == []
+    assert rest.accounting(since=since, users=["bob"]).rows == []
     params = session.asked[0]["params"]
     assert params["end_time"] == "now" and params["start_time"] in ("now-601seconds", "now-602seconds")
     with pytest.raises(ValueError, match="timezone-aware"):
         rest.accounting(since=datetime.now())
+
+
+def test_a_requeued_jobs_latest_record_wins():
+    answer = recorded("slurmdb_jobs")
+    earlier = json.loads(json.dumps(answer["jobs"][1]))  # 3603, as first run before a requeue
+    earlier["time"]["submission"] -= 60
+    earlier["state"]["current"] = "REQUEUED"
+    answer["jobs"] += [earlier]
+    rest, _ = adapter((200, answer))
+    rows = [row for row in rest.accounting(since=datetime.now(UTC), users=["alice"]).rows
+            if row.job_id == "3603"]
+    assert [row.base_state for row in rows] == ["CANCELLED"]
 
 
 def test_submit_sends_the_scripts_options_and_a_whole_environment():
