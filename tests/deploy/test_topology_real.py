@@ -207,10 +207,11 @@ def test_each_process_is_its_units_command_line_as_the_portal_account(topology):
             assert uids == [uid] * 4, f"{name}: pid {pid} runs with uids {uids}"
 
 
-def test_gunicorn_runs_the_units_number_of_sync_workers(topology):
+def test_gunicorn_runs_the_units_number_of_threaded_workers(topology):
     web = topology.argv["web"]
     workers = int(web[web.index("--workers") + 1])
-    assert "Using worker: sync" in topology.log("web")
+    assert int(web[web.index("--threads") + 1]) > 1
+    assert "Using worker: gthread" in topology.log("web")
     wait_for(lambda: len(_children(topology.processes["web"].pid)) == workers, 30, f"{workers} workers")
 
 
