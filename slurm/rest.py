@@ -13,6 +13,7 @@ SlurmUnreachable (SlurmTimedOut when a request was sent and no answer came), a r
 SlurmRejected with Slurm's own message.
 """
 
+import dataclasses
 import functools
 import logging
 import os
@@ -29,7 +30,7 @@ from django.conf import settings
 
 from slurm import parsing, states
 from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm
-from slurm.errors import SlurmRejected, SlurmTimedOut, SlurmUnreachable
+from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.runner import UNREACHABLE, SlurmRunner
 from slurm.tokens import TokenCache
 
@@ -153,7 +154,25 @@ class SlurmRest(Slurm):
             if row.job_id not in latest or _submitted(row) >= _submitted(latest[row.job_id]):
                 latest[row.job_id] = row
         rows = [row for row in latest.values() if not (since is not None and users) or row.user in users]
-        return parsing.Parsed(rows=rows, malformed=parsed.malformed)
+        return parsing.Parsed(rows=self._exit_codes_filled(rows), malformed=parsed.malformed)
+
+    def _exit_codes_filled(self, rows: list[parsing.AccountedJob]) -> list[parsing.AccountedJob]:
+        """slurmdb v0.0.38 loses a failed job's exit code (_exit_code): slurmctld's own record has
+        it (a wait status) for as long as it keeps the job (MinJobAge), so one GET jobs, only when a
+        FAILED row lacks its code. Without it the code stays unknown, never a false 0."""
+        if not any(row.exit_code is None and row.base_state == "FAILED" for row in rows):
+            return rows
+        try:
+            answer = self._call("GET", f"{API}/jobs", user=self.operator)
+        except SlurmError as error:
+            logger.info("exit codes of failed jobs left unknown: %s", error.message)
+            return rows
+        statuses = {rest_job_id(job): job["exit_code"] for job in answer.get("jobs") or []
+                    if isinstance(job, dict) and isinstance(job.get("exit_code"), int)}
+        return [dataclasses.replace(row, exit_code=statuses[row.job_id] >> 8 & 0xFF,
+                                    exit_signal=statuses[row.job_id] & 0x7F)
+                if row.exit_code is None and row.base_state == "FAILED" and row.job_id in statuses else row
+                for row in rows]
 
     def _cancel(self, job_id: str, user: str) -> None:
         if not _JOB_ID.fullmatch(job_id) and not parsing.array_tasks(job_id):
@@ -363,7 +382,8 @@ def _exit_code(value: Any, state: str) -> tuple[int | None, int | None]:
 
     22.05's v0.0.38 reports every normal exit as SUCCESS with return code 0, whatever the code (its
     dumper tests WIFEXITED only): that is a real 0 for a COMPLETED job, and unknown (None) for one
-    that FAILED with its own exit code. A signal it does report."""
+    that FAILED with its own exit code (SlurmRest._exit_codes_filled asks slurmctld). A signal it
+    does report."""
     status = value.get("status") if isinstance(value, dict) else None
     if status == "SIGNALED":
         signal = value.get("signal") or {}

@@ -111,7 +111,7 @@ def test_a_malformed_job_is_skipped_alone():
 
 
 def test_accounting_maps_slurmdb_jobs_as_sacct_prints_them():
-    rest, session = adapter((200, recorded("slurmdb_jobs")))
+    rest, session = adapter((200, recorded("slurmdb_jobs")), (200, recorded("jobs")))
     parsed = rest.accounting(job_ids=["3602", "3603", "3604", "3605"])
     assert parsed.malformed == 0
     rows = {row.job_id: row for row in parsed.rows}
@@ -121,12 +121,19 @@ def test_accounting_maps_slurmdb_jobs_as_sacct_prints_them():
         "CANCELLED", 2, "gpu-node1", 3, "alice", "gpu")
     assert gpu.comment == "gpuportal:rec-run" and gpu.submit_line == ""
     assert (rows["3602"].nodes, rows["3602"].reason) == ("", "JobHeldUser")
-    # v0.0.38 says SUCCESS/0 for `exit 3`: unknown, never a false 0, for a job that failed.
-    assert (rows["3605"].base_state, rows["3605"].exit_code) == ("FAILED", None)
+    # slurmdb v0.0.38 says SUCCESS/0 for `exit 3`: slurmctld's record (a wait status) has the 3.
+    assert (rows["3605"].base_state, rows["3605"].exit_code, rows["3605"].exit_signal) == ("FAILED", 3, 0)
     assert (rows["3603"].exit_code, rows["3603"].exit_signal) == (0, 0)
-    (asked,) = session.asked
-    assert asked["url"].endswith("/slurmdb/v0.0.38/jobs")
-    assert asked["params"] == {"skip_steps": "true", "step": "3602,3603,3604,3605"}
+    accounting, jobs = session.asked
+    assert accounting["url"].endswith("/slurmdb/v0.0.38/jobs") and jobs["url"].endswith("/slurm/v0.0.38/jobs")
+    assert accounting["params"] == {"skip_steps": "true", "step": "3602,3603,3604,3605"}
+
+
+def test_a_failed_jobs_exit_code_slurmctld_no_longer_has_is_unknown_never_0():
+    rest, _ = adapter((200, recorded("slurmdb_jobs")), (500, recorded("jobs_controller_down")))
+    rows = {row.job_id: row for row in rest.accounting(job_ids=["3605"]).rows}
+    assert (rows["3605"].base_state, rows["3605"].exit_code) == ("FAILED", None)
+    assert rows["3603"].exit_code == 0
 
 
 def test_accounting_since_is_relative_and_filters_users_here():
@@ -145,7 +152,7 @@ def test_a_requeued_jobs_latest_record_wins():
     earlier["time"]["submission"] -= 60
     earlier["state"]["current"] = "REQUEUED"
     answer["jobs"] += [earlier]
-    rest, _ = adapter((200, answer))
+    rest, _ = adapter((200, answer), (200, recorded("jobs")))
     rows = [row for row in rest.accounting(since=datetime.now(UTC), users=["alice"]).rows
             if row.job_id == "3603"]
     assert [row.base_state for row in rows] == ["CANCELLED"]
