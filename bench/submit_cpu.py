@@ -10,8 +10,8 @@ jobs and returns once every one of them holds a Slurm job id):
 - the portal, sudo adapter, one `POST /api/v1/jobs/` per job;
 - the portal, sudo adapter, batches of 100 (a JSON list, one request and one Celery task each).
 The portal rows run this checkout's code: the bench starts a gunicorn and a Celery worker of its own
-(as the portal's account, with the bed's environment file and the adapter the row names), on their
-own port and their own Redis database, so the running portal's worker never takes their tasks.
+(with the bed's environment file and the adapter the row names), on their own port and their own
+Redis database, so the running portal's worker never takes their tasks.
 Another adapter is one more row: `("portal, slurmrestd adapter, single POSTs", "slurmrestd",
 portal_single)`.
 
@@ -27,7 +27,7 @@ printed, so a burst of load from elsewhere does not land on one row alone; on a 
 figures still carry that noise (the idle windows show how much).
 
 The jobs are `sleep 300` on the debug partition without GPUs, named bench-cpu-..., and cancelled
-after each row (outside its window). Needs the bed up (make up) and root (sudo as alice, setpriv).
+after each row (outside its window). Needs the bed up (make up) and root (sudo as alice).
 """
 
 import argparse
@@ -63,16 +63,56 @@ JOB = {"template": "custom", "parameters": {"commands": "sleep 300", "gpus": 0, 
                                             "time_limit": 5}}
 
 
-def busy_seconds() -> float:
-    """CPU time the whole machine spent busy since boot (every core)."""
-    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq + steal) / HZ
+# The shared services a submission goes through (the bench's own gunicorn and Celery are added by pid).
+SERVICES = {"slurmctld": "", "slurmdbd": "", "slurmrestd": "", "mariadbd": "",
+            "postgres": f"-D {STATE}/postgres", "redis-server": ":6390"}
+STACK: list[int] = []  # pids of the bench's own gunicorn and Celery worker
 
 
-def client_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+def _processes() -> dict[int, tuple[int, str, str, float]]:
+    """pid: (parent, name, command line, CPU-seconds of it and of its reaped children)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile: its time is in its parent's reaped children
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        found[int(entry.name)] = (int(fields[1]), name, args, sum(int(f) for f in fields[11:15]) / HZ)
+    return found
+
+
+def involved_seconds() -> float:
+    """CPU-seconds so far of the services, the bench's own portal, and every process under them
+    (a worker's sudo and sbatch, once reaped, are in the worker's children's time)."""
+    processes = _processes()
+    roots = {pid for pid, (_, name, args, _) in processes.items()
+             if pid in STACK or (name in SERVICES and SERVICES[name] in args)}
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _, _) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo, seen = 0.0, list(roots), set()
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            total += processes[pid][3]
+            todo += children.get(pid, [])
+    return total
+
+
+def client_children_seconds() -> float:
+    """The client's reaped children (the raw row's sudo and sbatch): submission, so counted."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def cpu_seconds() -> float:
+    return involved_seconds() + client_children_seconds()
 
 
 @dataclass
@@ -152,11 +192,12 @@ ROWS: list[tuple[str, str, Row]] = [
 
 @contextmanager
 def portal_stack(adapter: str) -> Iterator[None]:
-    """gunicorn and a Celery worker of this checkout, as the portal's account (scripts/up.sh's
-    settings), with SLURM_ADAPTER=adapter and a broker queue of their own."""
+    """gunicorn and a Celery worker of this checkout with the bed's settings (scripts/up.sh's
+    environment file), SLURM_ADAPTER=adapter and a broker queue of their own. They run as root, not
+    as the portal's account: sudo lets root pass the job's environment (the portal's MLflow
+    variables among it) whatever the installed sudoers keeps; the path is the same sudo and sbatch."""
     environment = f"REDIS_URL={REDIS} SLURM_ADAPTER={adapter}"
-    prefix = ["setpriv", "--reuid=gpuportal", "--regid=gpuportal", "--init-groups", "--", "/bin/sh", "-c",
-              f'set -a; . "$0"; set +a; exec env {environment} "$@"', str(PORTAL_ENV)]
+    prefix = ["/bin/sh", "-c", f'set -a; . "$0"; set +a; exec env {environment} "$@"', str(PORTAL_ENV)]
     commands = [
         ["gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4",
          "--timeout", "120"],
@@ -168,6 +209,7 @@ def portal_stack(adapter: str) -> Iterator[None]:
                                   env={"PATH": path, "HOME": str(STATE / "portal"), "LANG": "C.UTF-8"},
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for command in commands]
+    STACK[:] = [process.pid for process in processes]
     try:
         for _ in range(300):
             try:
@@ -195,16 +237,16 @@ def cancel(name: str) -> None:
 
 def measure(bench: Bench, row: Row, n: int, name: str) -> tuple[float, float]:
     """(CPU-seconds per job, idle baseline CPU-seconds per second) for one row."""
-    busy, client, start = busy_seconds(), client_seconds(), time.monotonic()
+    before, start = cpu_seconds(), time.monotonic()
     row(bench, n, name)
     time.sleep(SETTLE)
-    used, client_used, window = busy_seconds() - busy, client_seconds() - client, time.monotonic() - start
+    used, window = cpu_seconds() - before, time.monotonic() - start
     cancel(name)
     time.sleep(SETTLE)
-    idle_start = busy_seconds()
+    idle_start = cpu_seconds()
     time.sleep(window)
-    idle = busy_seconds() - idle_start
-    return (used - idle - client_used) / n, idle / window
+    idle = cpu_seconds() - idle_start
+    return (used - idle) / n, idle / window
 
 
 def main() -> None:
