@@ -24,6 +24,7 @@ from tests.security.conftest import (
 
 PORTAL_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel", "/usr/local/libexec/gpuportal/job-files"}
 HUB_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel"}
+SLURM_TOKEN = "/usr/local/libexec/gpuportal/slurm-token"  # root through sudo: slurmrestd's tokens
 
 
 def _rules(account: str) -> list[tuple[str, str, set[str]]]:
@@ -46,8 +47,27 @@ def test_fragment_passes_visudo_and_is_installed_as_checked():
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, 0o440)
 
 
-def test_portal_account_may_run_exactly_the_three_commands_as_portal_users():
-    assert _rules(PORTAL_USER) == [(f"%{USERS_GROUP}", "NOPASSWD:", PORTAL_COMMANDS)]
+def test_portal_account_may_run_exactly_the_three_commands_as_portal_users_and_the_token_helper():
+    assert _rules(PORTAL_USER) == [(f"%{USERS_GROUP}", "NOPASSWD:", PORTAL_COMMANDS),
+                                   ("root", "NOPASSWD:", {SLURM_TOKEN})]
+
+
+@pytest.mark.parametrize(("argv", "issued"), [
+    (["alice", "60"], True),
+    (["gpuportal", "60"], True),  # the portal's own reads
+    (["eve", "60"], False),  # in no portal group
+    (["root", "60"], False),
+    (["alice", "3600"], False),  # over the 900 s cap
+])
+def test_portal_account_gets_short_lived_tokens_of_portal_users_only(argv, issued):
+    result = as_portal("/usr/bin/sudo", "-n", SLURM_TOKEN, *argv)
+    assert (result.returncode == 0) is issued, result.stderr
+    assert result.stdout.startswith(b"eyJ") is issued
+
+
+def test_portal_account_may_run_the_token_helper_as_root_only_and_no_scontrol():
+    assert as_portal("/usr/bin/sudo", "-n", "-u", "alice", SLURM_TOKEN, "alice", "60").returncode
+    assert as_portal("/usr/bin/sudo", "-n", "/usr/bin/scontrol", "token", "username=alice").returncode
 
 
 def test_hub_account_may_run_exactly_sbatch_and_scancel_keeping_its_environment():
