@@ -88,9 +88,9 @@ def format_duration(value: timedelta) -> str:
 
 def parse_time(text: str) -> datetime | None:
     """Slurm's timestamp in TIME_FORMAT, printed in UTC (the runner sets TZ=UTC) -> aware UTC
-    datetime; 'Unknown'/'N/A' -> None."""
+    datetime; 'Unknown'/'N/A' -> None (squeue prints 'NONE' as the end of a job waiting for --begin)."""
     text = text.strip()
-    if not text or text in {"Unknown", "N/A", "None", "(null)"}:
+    if not text or text in {"Unknown", "N/A", "None", "NONE", "(null)"}:
         return None
     return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
 

@@ -157,10 +157,11 @@ class SlurmRest(Slurm):
         return parsing.Parsed(rows=self._exit_codes_filled(rows), malformed=parsed.malformed)
 
     def _exit_codes_filled(self, rows: list[parsing.AccountedJob]) -> list[parsing.AccountedJob]:
-        """slurmdb v0.0.38 loses a failed job's exit code (_exit_code): slurmctld's own record has
-        it (a wait status) for as long as it keeps the job (MinJobAge), so one GET jobs, only when a
-        FAILED row lacks its code. Without it the code stays unknown, never a false 0."""
-        if not any(row.exit_code is None and row.base_state == "FAILED" for row in rows):
+        """slurmdb v0.0.38 loses the exit code of a job that ended but did not complete (_exit_code):
+        slurmctld's own record has it (a wait status) for as long as it keeps the job (MinJobAge), so
+        one GET jobs, only when an ended row lacks its code. Without it the code stays unknown,
+        never a false 0."""
+        if not any(_code_missing(row) for row in rows):
             return rows
         try:
             answer = self._call("GET", f"{API}/jobs", user=self.operator)
@@ -171,7 +172,7 @@ class SlurmRest(Slurm):
                     if isinstance(job, dict) and isinstance(job.get("exit_code"), int)}
         return [dataclasses.replace(row, exit_code=statuses[row.job_id] >> 8 & 0xFF,
                                     exit_signal=statuses[row.job_id] & 0x7F)
-                if row.exit_code is None and row.base_state == "FAILED" and row.job_id in statuses else row
+                if _code_missing(row) and row.job_id in statuses else row
                 for row in rows]
 
     def _cancel(self, job_id: str, user: str) -> None:
@@ -308,6 +309,10 @@ def _rows(items: list[Any], build: Callable[[dict[str, Any]], T], what: str) -> 
     return parsing.Parsed(rows=rows, malformed=malformed)
 
 
+def _code_missing(row: parsing.AccountedJob) -> bool:
+    return row.exit_code is None and states.is_final(row.state)
+
+
 def _submitted(row: parsing.AccountedJob) -> datetime:
     return row.submit_time or datetime.min.replace(tzinfo=UTC)
 
@@ -354,13 +359,28 @@ def rest_job_id(job: Mapping[str, Any]) -> str:
     return str(job_id)
 
 
+_TRES_CPUS = re.compile(r"(?:^|,)cpu=(\d+)")
+
+
+def _cpus(job: Mapping[str, Any]) -> int:
+    """squeue's %C (allocated, else requested CPUs); v0.0.38 leaves `cpus` null for a job that set
+    no task count, when its TRES strings still say it."""
+    if job.get("cpus") is not None:
+        return _count(job["cpus"])
+    for tres in (job.get("tres_alloc_str"), job.get("tres_req_str")):
+        if match := _TRES_CPUS.search(_text(tres)):
+            return int(match[1])
+    return 0
+
+
 def queued_job(job: Mapping[str, Any]) -> parsing.QueuedJob:
     """One job of GET /slurm/v0.0.38/jobs as the squeue row parsing.parse_squeue makes."""
-    reason = _text(job.get("state_reason"))
+    # squeue's %r prints the reason's details where slurmctld has them (ReqNodeNotAvail, Unavail...).
+    reason = _text(job.get("state_description")) or _text(job.get("state_reason"))
     return parsing.QueuedJob(
         job_id=rest_job_id(job), partition=_text(job.get("partition")), state=_text(job["job_state"]),
         user=_text(job.get("user_name")), reason="" if reason == "None" else reason,
-        node_count=_count(job.get("node_count")), cpus=_count(job.get("cpus")),
+        node_count=_count(job.get("node_count")), cpus=_cpus(job),
         tres_per_node=_text(job.get("tres_per_node")), nodes=_text(job.get("nodes")),
         start_time=_time(job.get("start_time")), end_time=_time(job.get("end_time")),
         time_limit=_minutes(job.get("time_limit")), comment=_text(job.get("comment")),
@@ -381,14 +401,14 @@ def _exit_code(value: Any, state: str) -> tuple[int | None, int | None]:
     """slurmdb's {status, return_code, signal} as sacct's ExitCode 'code:signal'.
 
     22.05's v0.0.38 reports every normal exit as SUCCESS with return code 0, whatever the code (its
-    dumper tests WIFEXITED only): that is a real 0 for a COMPLETED job, and unknown (None) for one
-    that FAILED with its own exit code (SlurmRest._exit_codes_filled asks slurmctld). A signal it
-    does report."""
+    dumper tests WIFEXITED only): that is a real 0 for a COMPLETED job only, and unknown (None) for
+    one that ended otherwise (FAILED, CANCELLED...), which SlurmRest._exit_codes_filled asks
+    slurmctld for. A signal it does report."""
     status = value.get("status") if isinstance(value, dict) else None
     if status == "SIGNALED":
         signal = value.get("signal") or {}
         return 0, _count(signal.get("signal_id"))
-    if status == "SUCCESS" and states.base_state(state) != "FAILED":
+    if status == "SUCCESS" and states.base_state(state) == "COMPLETED":
         return 0, 0
     return None, None
 

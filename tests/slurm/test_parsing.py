@@ -83,6 +83,7 @@ def test_parse_time_is_aware_utc():
     assert parse_time("2026-11-23T09:14:42") == datetime(2026, 11, 23, 9, 14, 42, tzinfo=UTC)
     assert parse_time("2026-11-23T09:14:42").utcoffset() == timedelta(0)
     assert parse_time("Unknown") is None and parse_time("N/A") is None
+    assert parse_time("NONE") is None  # squeue's end time of a job held back by --begin
 
 
 def test_parse_sinfo_rows():

@@ -102,6 +102,16 @@ def test_queue_with_finished_keeps_the_ended_jobs():
     assert {job.job_id: job.state for job in rest.queue(finished=True).rows}["3605"] == "FAILED"
 
 
+def test_queue_takes_the_reasons_details_and_cpus_from_tres_as_squeue_does():
+    answer = recorded("jobs")
+    held = answer["jobs"][0]
+    held |= {"state_reason": "ReqNodeNotAvail", "cpus": None, "tres_req_str": "cpu=6,mem=100M,node=2",
+             "state_description": "ReqNodeNotAvail, UnavailableNodes:gpu-node[1-2]"}
+    rest, _ = adapter((200, answer))
+    (row,) = [job for job in rest.queue().rows if job.job_id == str(held["job_id"])]
+    assert (row.reason, row.cpus) == ("ReqNodeNotAvail, UnavailableNodes:gpu-node[1-2]", 6)
+
+
 def test_a_malformed_job_is_skipped_alone():
     answer = recorded("jobs")
     answer["jobs"][0]["node_count"] = "many"
@@ -121,7 +131,7 @@ def test_accounting_maps_slurmdb_jobs_as_sacct_prints_them():
         "CANCELLED", 2, "gpu-node1", 3, "alice", "gpu")
     assert gpu.comment == "gpuportal:rec-run" and gpu.submit_line == ""
     assert (rows["3602"].nodes, rows["3602"].reason) == ("", "JobHeldUser")
-    # slurmdb v0.0.38 says SUCCESS/0 for `exit 3`: slurmctld's record (a wait status) has the 3.
+    # slurmdb v0.0.38 says SUCCESS/0 for `exit 3` (and a cancelled job): slurmctld's record has them.
     assert (rows["3605"].base_state, rows["3605"].exit_code, rows["3605"].exit_signal) == ("FAILED", 3, 0)
     assert (rows["3603"].exit_code, rows["3603"].exit_signal) == (0, 0)
     accounting, jobs = session.asked
@@ -129,11 +139,20 @@ def test_accounting_maps_slurmdb_jobs_as_sacct_prints_them():
     assert accounting["params"] == {"skip_steps": "true", "step": "3602,3603,3604,3605"}
 
 
-def test_a_failed_jobs_exit_code_slurmctld_no_longer_has_is_unknown_never_0():
+def test_an_exit_code_slurmctld_no_longer_has_is_unknown_never_0():
     rest, _ = adapter((200, recorded("slurmdb_jobs")), (500, recorded("jobs_controller_down")))
     rows = {row.job_id: row for row in rest.accounting(job_ids=["3605"]).rows}
     assert (rows["3605"].base_state, rows["3605"].exit_code) == ("FAILED", None)
-    assert rows["3603"].exit_code == 0
+    assert (rows["3603"].base_state, rows["3603"].exit_code) == ("CANCELLED", None)
+    assert [row.exit_code for row in rows.values() if row.base_state == "COMPLETED"] == []
+
+
+def test_a_completed_job_needs_no_second_request():
+    answer = recorded("slurmdb_jobs")
+    answer["jobs"] = [job | {"state": {"current": "COMPLETED", "reason": "None"}} for job in answer["jobs"]]
+    rest, session = adapter((200, answer))
+    assert {row.exit_code for row in rest.accounting(job_ids=["3603"]).rows} == {0}
+    assert len(session.asked) == 1
 
 
 def test_accounting_since_is_relative_and_filters_users_here():
