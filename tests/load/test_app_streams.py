@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import urllib3
 from django.db import connections
+from django.test import Client
 from tornado import web
 
 from portal.accounts.services import api_token_create
@@ -108,6 +109,9 @@ def test_open_app_streams_do_not_hold_up_pages(site, app_port, release):
     app = App.objects.create(user=user, type=app_type, state=AppState.READY, host="127.0.0.1", port=app_port,
                              time_limit_minutes=60, idle_minutes=30)
     pool, headers = _app_pool(site, app)
+    browser = Client()
+    browser.force_login(user)  # a session in the database gunicorn reads
+    session = {name: morsel.value for name, morsel in browser.cookies.items()}
     opened, ended = threading.Semaphore(0), []
 
     def stream() -> None:
@@ -121,22 +125,25 @@ def test_open_app_streams_do_not_hold_up_pages(site, app_port, release):
             body += chunk
         ended.append(body)
 
-    readers = [threading.Thread(target=stream, daemon=True) for _ in range(STREAMS)]
-    for reader in readers:
-        reader.start()
-    for _ in range(STREAMS):
-        assert opened.acquire(timeout=60), "an app stream did not open"
-
     def page(n: int) -> tuple[float, int]:
         started = time.monotonic()
         if n % 2:
             status = site.get("/api/v1/me/", headers={"Authorization": f"Token {key}"}).status_code
         else:
-            status = site.get("/accounts/login/").status_code
+            status = site.get("/servers/", cookies=session, allow_redirects=False).status_code
         return time.monotonic() - started, status
 
-    with ThreadPoolExecutor(max_workers=4) as loads:
-        pages = list(loads.map(page, range(40)))
+    def pages() -> list[tuple[float, int]]:
+        with ThreadPoolExecutor(max_workers=4) as loads:
+            return list(loads.map(page, range(40)))
+
+    without = pages()
+    readers = [threading.Thread(target=stream, daemon=True) for _ in range(STREAMS)]
+    for reader in readers:
+        reader.start()
+    for _ in range(STREAMS):
+        assert opened.acquire(timeout=60), "an app stream did not open"
+    during = pages()
     started = time.monotonic()
     hello = pool.urlopen("GET", "/", headers=headers)
     gateway_seconds = time.monotonic() - started
@@ -145,9 +152,12 @@ def test_open_app_streams_do_not_hold_up_pages(site, app_port, release):
     for reader in readers:
         reader.join(timeout=30)
 
-    assert {status for _, status in pages} == {200}
+    assert {status for _, status in without + during} == {200}
     assert still_open == STREAMS, "streams ended while the pages loaded"
-    latencies = [seconds for seconds, _ in pages]
-    assert max(latencies) < 2.0 and statistics.median(latencies) < 0.5, sorted(latencies)[-5:]
-    assert hello.status == 200 and hello.data == b"hello" and gateway_seconds < 1.0
+    # A page that waited on a stream would wait until the release, minutes: the same loads take about
+    # as long with the streams open as without (the box is shared, so with a margin).
+    baseline, loaded = (statistics.median(seconds for seconds, _ in run) for run in (without, during))
+    assert loaded < 2 * baseline + 0.5, (baseline, loaded)
+    assert max(seconds for seconds, _ in during) < 10, sorted(during)[-5:]
+    assert hello.status == 200 and hello.data == b"hello" and gateway_seconds < 5
     assert ended == [b"data: open\n\ndata: end\n\n"] * STREAMS
