@@ -11,6 +11,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 import pytest
+import redis
 import requests
 from django.conf import settings
 from django.db import connections
@@ -55,7 +56,12 @@ def portal_port(transactional_db) -> Iterator[int]:
     """gunicorn, as scripts/up.sh starts it but with 2 threads, on this test's database."""
     port = free_port()
     connections.close_all()
-    env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
+    # The bed's settings, so the portal's own API throttles apply (the test settings lift them), with
+    # this test's secret key (its sessions) and a Redis database of its own for the throttles' counters.
+    cache = settings.CACHES["default"]["LOCATION"].rsplit("/", 1)[0] + "/9"
+    redis.Redis.from_url(cache).flushdb()
+    env = {**os.environ, "DATABASE_URL": _database_url(), "DJANGO_SETTINGS_MODULE": "portal.settings.base",
+           "DJANGO_SECRET_KEY": settings.SECRET_KEY, "CACHE_URL": cache}
     process = subprocess.Popen(
         ["gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "2",
          "--timeout", "60"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -1,6 +1,7 @@
 """Bad input under load (#23): oversized bodies, slowloris clients and a burst of bad tokens against the
 shipped nginx site in front of a real gunicorn with only 2 threads, while a good client polls the API.
-Each kind of client comes from a loopback address of its own, as they would from the internet.
+A script over the portal's own per-user limit gets its 429s too. Each kind of client comes from a
+loopback address of its own, as they would from the internet.
 
 The bad ones get 413, 429 or 401 (a slow client: 408, or its connection closed), never a 5xx; the good
 client's answers stay 200 and quick. Without nginx, two slow clients would hold both gunicorn threads.
@@ -22,7 +23,7 @@ from tests.load.conftest import Site, SourceAddress
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-GOOD, BIG, SLOW_HEADERS, SLOW_BODIES, BAD_TOKENS = (f"127.0.0.{n}" for n in range(2, 7))
+GOOD, BIG, SLOW_HEADERS, SLOW_BODIES, BAD_TOKENS, GREEDY = (f"127.0.0.{n}" for n in range(2, 8))
 
 
 def _tls(site: Site, source: str) -> ssl.SSLSocket:
@@ -80,6 +81,24 @@ def test_bad_clients_get_4xx_and_good_ones_stay_quick(site):
             return session.get(f"{site.front.url}/api/v1/me/", headers={"Authorization": f"Token bad{n}"},
                                timeout=30, verify=str(site.front.certificate)).status_code
 
+    greedy_user = UserFactory()
+    _, greedy_key = api_token_create(user=greedy_user, name="greedy")
+
+    def greedy() -> list[int]:
+        """A script reading job logs as fast as nginx lets one address (18/s): each read forks a
+        helper, so the portal's own per-user limit (120/min) answers 429 past it."""
+        with requests.Session() as session:
+            session.mount("https://", SourceAddress(GREEDY))
+            codes = []
+            for _ in range(130):
+                codes.append(session.get(f"{site.front.url}/api/v1/jobs/999999/log/?stream=stdout",
+                                         headers={"Authorization": f"Token {greedy_key}"}, timeout=30,
+                                         verify=str(site.front.certificate)).status_code)
+                time.sleep(1 / 18)
+            return codes
+
+    if time.time() % 60 > 45:  # the portal counts in fixed minutes: all 130 reads in one
+        time.sleep(61 - time.time() % 60)
     poller = threading.Thread(target=good_client)
     poller.start()
     try:
@@ -93,12 +112,14 @@ def test_bad_clients_get_4xx_and_good_ones_stay_quick(site):
             slow_bodies = [pool.submit(_slow_client, site, SLOW_BODIES, body, b"{" * 100, 8)
                            for _ in range(8)]
             silent_bodies = [pool.submit(_slow_client, site, SLOW_BODIES, body, b"", 16)]
+            greedy_codes = pool.submit(greedy)
             time.sleep(1)  # the slow ones are in
             big = list(pool.map(oversized, range(5)))
             tokens = list(pool.map(bad_token, range(300)))
             headers_answers = [future.result() for future in slow_headers]
             bodies_answers = [future.result() for future in slow_bodies]
             silent_answers = [future.result() for future in silent_bodies]
+            reads = greedy_codes.result()
     finally:
         stop.set()
         poller.join()
@@ -114,6 +135,9 @@ def test_bad_clients_get_4xx_and_good_ones_stay_quick(site):
         assert answer == b"" or answer.startswith(b"HTTP/1.1 4"), answer[:100]
     # Bodies that keep dripping are waited for by nginx alone: gunicorn never sees them.
     assert bodies_answers == [None] * len(bodies_answers)
+
+    # The portal's throttle: 404 (no such job) for the first 120 reads of the minute, then 429.
+    assert set(reads) == {404, 429} and reads.count(404) == 120, (reads.count(404), reads.count(429))
 
     statuses = {status for _, status in good}
     assert statuses == {200}, statuses
