@@ -187,6 +187,7 @@ ROWS: list[tuple[str, str, Row]] = [
     ("raw sudo -u alice sbatch", "sudo", raw_sbatch),
     ("portal, sudo adapter, single POSTs", "sudo", portal_single),
     (f"portal, sudo adapter, batch of {BATCH}", "sudo", portal_batch),
+    ("portal, slurmrestd adapter, single POSTs", "slurmrestd", portal_single),
 ]
 
 
