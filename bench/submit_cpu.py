@@ -10,21 +10,23 @@ jobs and returns once every one of them holds a Slurm job id):
 - the portal, sudo adapter, one `POST /api/v1/jobs/` per job;
 - the portal, sudo adapter, batches of 100 (a JSON list, one request and one Celery task each).
 The portal rows run this checkout's code: the bench starts a gunicorn and a Celery worker of its own
-(with the bed's environment file and the adapter the row names), on their own port and their own
-Redis database, so the running portal's worker never takes their tasks.
+(with the bed's environment file and the adapter the row names), on their own port, their own Redis
+database and their own PostgreSQL database (bench_submit), so neither the running portal's worker
+nor its poll cycle ever takes their jobs.
 Another adapter is one more row: `("portal, slurmrestd adapter, single POSTs", "slurmrestd",
 portal_single)`.
 
-How CPU is counted: system-wide busy time from /proc/stat (user, nice, system, irq, softirq and
-steal jiffies; idle and iowait are not busy) over the row's window, which ends when every job holds
-a Slurm id plus SETTLE seconds (slurmdbd records jobs asynchronously); minus the busy time of an
-idle window of the same length taken right after the row's jobs are cancelled (the box's own
-background: the poll cycle, other users); minus the client's own CPU (this process's rusage, its
-threads included; the raw row's sudo and sbatch are its children and are counted, as they are the
-submission). So gunicorn, Celery, sudo, sbatch, slurmctld, slurmdbd, PostgreSQL, Redis and the
-kernel's work for them are all in. Rows alternate for `--rounds` rounds and the median per row is
-printed, so a burst of load from elsewhere does not land on one row alone; on a shared box the
-figures still carry that noise (the idle windows show how much).
+How CPU is counted: per process, from /proc/<pid>/stat (user + system time of the process and of
+its reaped children), summed over slurmctld, slurmdbd (and slurmrestd), MariaDB, the bed's
+PostgreSQL and Redis, the bench's own gunicorn and Celery worker, and every process under them (a
+worker's sudo and sbatch, once reaped, are in the worker's children's time), plus the client's own
+reaped children (the raw row's sudo and sbatch are the submission, so they count; the client's own
+time does not). The row's window ends when every job holds a Slurm id plus SETTLE seconds (slurmdbd
+records jobs asynchronously); the same processes' time over an idle window of the same length, taken
+right after the row's jobs are cancelled, is subtracted (the poll cycles, other users of the shared
+services). System-wide /proc/stat is no use on a shared box: when other work keeps every core busy,
+the bench's work only displaces it. Rows alternate for `--rounds` rounds and the median per row is
+printed; the shared services still carry other users' load, which the idle windows show.
 
 The jobs are `sleep 300` on the debug partition without GPUs, named bench-cpu-..., and cancelled
 after each row (outside its window). Needs the bed up (make up) and root (sudo as alice).
@@ -54,7 +56,8 @@ PORTAL_ENV = STATE / "portal" / "gpuportal.env"  # what scripts/up.sh runs the p
 PORT = 8791
 PORTAL = f"http://127.0.0.1:{PORT}"
 REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6390/7")  # a broker queue of its own
-DATABASE = os.environ.get("DATABASE_URL", "postgresql://gpuportal:gpuportal@127.0.0.1:5433/gpuportal")
+SERVER = os.environ.get("BENCH_DATABASE_SERVER", "postgresql://gpuportal:gpuportal@127.0.0.1:5433")
+DATABASE = f"{SERVER}/bench_submit"  # a database of its own: the running portal never sees these jobs
 HZ = os.sysconf("SC_CLK_TCK")
 SETTLE = 1.0
 BATCH = 100
@@ -86,33 +89,32 @@ def _processes() -> dict[int, tuple[int, str, str, float]]:
     return found
 
 
-def involved_seconds() -> float:
-    """CPU-seconds so far of the services, the bench's own portal, and every process under them
-    (a worker's sudo and sbatch, once reaped, are in the worker's children's time)."""
+def cpu_seconds() -> dict[str, float]:
+    """CPU-seconds so far per part: each service, the bench's portal, and every process under them
+    (a worker's sudo and sbatch, once reaped, are in the worker's children's time); and the client's
+    reaped children (the raw row's sudo and sbatch: the submission, so counted)."""
     processes = _processes()
-    roots = {pid for pid, (_, name, args, _) in processes.items()
-             if pid in STACK or (name in SERVICES and SERVICES[name] in args)}
     children: dict[int, list[int]] = {}
     for pid, (parent, _, _, _) in processes.items():
         children.setdefault(parent, []).append(pid)
-    total, todo, seen = 0.0, list(roots), set()
-    while todo:
-        pid = todo.pop()
-        if pid not in seen:
-            seen.add(pid)
-            total += processes[pid][3]
+    parts: dict[str, float] = {}
+    for root, (_, name, args, _) in processes.items():
+        if root in STACK:
+            name = "portal"
+        elif name not in SERVICES or SERVICES[name] not in args:
+            continue
+        todo = [root]
+        while todo:  # the services and the portal are not under one another
+            pid = todo.pop()
+            parts[name] = parts.get(name, 0.0) + processes[pid][3]
             todo += children.get(pid, [])
-    return total
-
-
-def client_children_seconds() -> float:
-    """The client's reaped children (the raw row's sudo and sbatch): submission, so counted."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    parts["client's sudo+sbatch"] = usage.ru_utime + usage.ru_stime
+    return parts
 
 
-def cpu_seconds() -> float:
-    return involved_seconds() + client_children_seconds()
+def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {part: after[part] - before.get(part, 0.0) for part in after}
 
 
 @dataclass
@@ -150,7 +152,7 @@ def _wait_in_slurm(job_ids: list[int]) -> None:
             assert not rejected, f"{rejected} job(s) rejected by Slurm"
             if not left:
                 return
-            time.sleep(0.1)
+            time.sleep(0.5)  # its queries are PostgreSQL time in the window: few of them
 
 
 # --- Rows: each submits n jobs named `name` and returns when all are in Slurm. ---
@@ -191,14 +193,31 @@ ROWS: list[tuple[str, str, Row]] = [
 ]
 
 
+def _portal_prefix(environment: str = "") -> list[str]:
+    """Run a command with the bed's portal settings, on the bench's database and broker queue."""
+    environment = f"DATABASE_URL={DATABASE} REDIS_URL={REDIS} {environment}"
+    return ["/bin/sh", "-c", f'set -a; . "$0"; set +a; exec env {environment} "$@"', str(PORTAL_ENV)]
+
+
+def database_prepare() -> None:
+    """The bench's database, migrated, with the cluster's partitions (one poll, as scripts/up.sh
+    does): the running portal's poll cycle would otherwise take the bench's due jobs."""
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as db:
+        if not db.execute("SELECT 1 FROM pg_database WHERE datname = 'bench_submit'").fetchone():
+            db.execute("CREATE DATABASE bench_submit")
+    path = {"PATH": f"{STATE}/venv/bin:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    for command in (["migrate", "--noinput"], ["slurm_poll"]):
+        subprocess.run([*_portal_prefix(), "python", "manage.py", *command], cwd=ROOT, env=path, check=True,
+                       stdout=subprocess.DEVNULL)
+
+
 @contextmanager
 def portal_stack(adapter: str) -> Iterator[None]:
     """gunicorn and a Celery worker of this checkout with the bed's settings (scripts/up.sh's
     environment file), SLURM_ADAPTER=adapter and a broker queue of their own. They run as root, not
     as the portal's account: sudo lets root pass the job's environment (the portal's MLflow
     variables among it) whatever the installed sudoers keeps; the path is the same sudo and sbatch."""
-    environment = f"REDIS_URL={REDIS} SLURM_ADAPTER={adapter}"
-    prefix = ["/bin/sh", "-c", f'set -a; . "$0"; set +a; exec env {environment} "$@"', str(PORTAL_ENV)]
+    prefix = _portal_prefix(f"SLURM_ADAPTER={adapter}")
     commands = [
         ["gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4",
          "--timeout", "120"],
@@ -236,18 +255,18 @@ def cancel(name: str) -> None:
         time.sleep(0.2)
 
 
-def measure(bench: Bench, row: Row, n: int, name: str) -> tuple[float, float]:
-    """(CPU-seconds per job, idle baseline CPU-seconds per second) for one row."""
+def measure(bench: Bench, row: Row, n: int, name: str) -> tuple[dict[str, float], float]:
+    """(CPU-seconds per job of each part, idle baseline CPU-seconds per second) for one row."""
     before, start = cpu_seconds(), time.monotonic()
     row(bench, n, name)
     time.sleep(SETTLE)
-    used, window = cpu_seconds() - before, time.monotonic() - start
+    used, window = _minus(cpu_seconds(), before), time.monotonic() - start
     cancel(name)
     time.sleep(SETTLE)
     idle_start = cpu_seconds()
     time.sleep(window)
-    idle = cpu_seconds() - idle_start
-    return (used - idle) / n, idle / window
+    idle = _minus(cpu_seconds(), idle_start)
+    return {part: (used[part] - idle.get(part, 0.0)) / n for part in used}, sum(idle.values()) / window
 
 
 def main() -> None:
@@ -258,6 +277,7 @@ def main() -> None:
     results: dict[str, list[float]] = {label: [] for label, _, _ in ROWS}
     idle: list[float] = []
     bench = Bench(token="", script="", run=uuid.uuid4().hex[:6])
+    database_prepare()
     for round_ in range(args.rounds):
         for label, adapter, row in ROWS if round_ % 2 == 0 else ROWS[::-1]:
             with portal_stack(adapter):
@@ -273,10 +293,13 @@ def main() -> None:
                     _wait_in_slurm([job["id"]])
                     bench.script = job["script"]
                     cancel(f"bench-cpu-{bench.run}")
-                per_job, background = measure(bench, row, args.jobs, bench.name(label, round_))
+                parts, background = measure(bench, row, args.jobs, bench.name(label, round_))
+            per_job = sum(parts.values())
             results[label].append(per_job)
             idle.append(background)
-            print(f"round {round_ + 1}  {label:40s} {1000 * per_job:7.2f} ms CPU per job", flush=True)
+            where = ", ".join(f"{part} {1000 * cost:.1f}" for part, cost in sorted(parts.items()))
+            print(f"round {round_ + 1}  {label:40s} {1000 * per_job:7.2f} ms CPU per job ({where})",
+                  flush=True)
     raw = statistics.median(results[ROWS[0][0]])
     print(f"\nCPU per submitted job, all processes but the client; median of {args.rounds} rounds of "
           f"{args.jobs} jobs; idle background {statistics.median(idle):.2f} CPU-s/s subtracted")
