@@ -46,7 +46,8 @@ from nginx_front import Front, nginx_front  # noqa: E402
 ACCOUNTS = {"alice": "alice-pw", "bob": "bob-pw"}  # the bed's demo users (scripts/up.sh)
 PAGES = ("/servers/", "/servers/cards/", "/jobs/{id}/", "/cluster/", "/benchmarks/charts/", "/usage/")
 LOCUST = [sys.executable, "-m", "locust"]
-# The portal's processes, by their command lines (scripts/up.sh, deploy/systemd).
+# The portal's processes, by their command lines and account (scripts/up.sh, deploy/systemd).
+PORTAL_USER = "gpuportal"
 PORTAL_PROCESSES = {"gunicorn": ("gunicorn", "portal.wsgi"), "celery": ("celery", "portal"),
                     "gateway": ("manage.py", "apps_gateway")}
 
@@ -86,10 +87,11 @@ def rpc_total() -> int | None:
 
 def portal_processes() -> dict[str, list[psutil.Process]]:
     found: dict[str, list[psutil.Process]] = {name: [] for name in PORTAL_PROCESSES}
-    for process in psutil.process_iter(["cmdline"]):
+    # The portal's account only: tests elsewhere on the host start gunicorns of their own.
+    for process in psutil.process_iter(["cmdline", "username"]):
         line = " ".join(process.info["cmdline"] or [])
         for name, words in PORTAL_PROCESSES.items():
-            if all(word in line for word in words) and "bench/load" not in line:
+            if all(word in line for word in words) and process.info["username"] == PORTAL_USER:
                 found[name].append(process)
     return found
 
