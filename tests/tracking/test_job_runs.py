@@ -20,6 +20,7 @@ from portal.tracking.job_runs import job_run_end, job_run_params, job_runs_creat
 from portal.tracking.models import Experiment, LatestMetric, LifecycleStage, Metric, Run, RunStatus
 from portal.tracking.services import log_batch
 from tests.factories import JobFactory, UserFactory
+from tests.security.conftest import as_portal
 
 pytestmark = pytest.mark.django_db
 GIT_COMMIT_SH = Path(__file__).parents[2] / "templates" / "jobs" / "_common" / "git_commit.sh"
@@ -75,6 +76,19 @@ def test_a_job_cancelled_before_slurm_is_a_killed_run(partitions, django_capture
         job_cancel(job=job)
     run = Run.objects.get(job=job)
     assert run.status == RunStatus.KILLED and run.end_time == int(job.ended_at.timestamp() * 1000)
+
+
+def test_the_portals_account_may_hand_sbatch_every_variable_a_job_gets(partitions):
+    """The bed's and a site's portal run as their own account (tests run as root): sudo must keep
+    every name a job's sbatch is handed (deploy/sudoers.d/gpuportal), or Slurm never sees the job."""
+    user, draft = _job()
+    job = job_create(user=user, draft=draft)
+    environment = job_report_environment(job=job)
+    assert {"MLFLOW_RUN_ID", "MLFLOW_TRACKING_TOKEN", "GPUPORTAL_REPORT_TOKEN"} <= set(environment)
+    # As slurm/runner.py hands them: by name through sudo (--preserve-env), in the environment.
+    result = as_portal("/usr/bin/sudo", "-n", f"--preserve-env={','.join(environment)}", "-u", "alice",
+                       "--", "/usr/bin/sbatch", "--version", env={"PATH": "/usr/bin:/bin", **environment})
+    assert result.returncode == 0, result.stderr
 
 
 def test_an_array_job_gets_no_run_so_each_task_makes_its_own(partitions):
