@@ -46,6 +46,14 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
             template="pytorch-train", method="list", space=[{"lr": 0.1}], tasks=[{"lr": 0.1}], concurrency=1,
             objective="loss", direction="min").pk
 
+    def run() -> str:
+        from portal.tracking.models import Experiment, Run
+
+        experiment = Experiment.objects.create(owner=alice, name="e", artifact_location="file:///home/alice/e",
+                                               creation_time=1, last_update_time=1)
+        return Run.objects.create(run_id="a" * 32, experiment=experiment, owner=alice, run_name="r",
+                                  start_time=1, artifact_uri="file:///home/alice/e/r").run_id
+
     def session() -> str:
         SlurmJobFactory(job_id="7777", state="RUNNING")
         return NotebookServerFactory(user=alice, name="nb", job_id="7777").name
@@ -63,6 +71,7 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
         "app_id": lambda: AppFactory(user=alice, state="ready").pk,
         "token_id": lambda: api_token_create(user=alice, name="hers")[0].pk,
         "sweep_id": sweep,
+        "run_id": run,
     }
 
 

@@ -91,7 +91,7 @@ def test_session_prefill_relaunch_preset_and_last_used(user):
     NotebookServerFactory(user=user, name="old", partition="gpu", gpus=1, hours=2.0)
     last = NotebookServerFactory(user=user, name="nb", partition="debug", gpus=2, hours=1.5, environment="pt")
     assert session_initial(user=user, query=QueryDict()) == {
-        "partition": "debug", "gpus": 2, "hours": 1.5, "nodes": 1, "environment": "pt"}
+        "partition": "debug", "gpus": 2, "hours": 1.5, "nodes": 1, "environment": "pt", "account": ""}
     # Relaunch of a session still running: one hour more, and a name that is free.
     relaunch = session_initial(user=user, query=QueryDict("relaunch=nb&more_hours=1"))
     assert relaunch["hours"] == 2.5 and relaunch["name"] == "nb-2" and relaunch["gpus"] == 2
