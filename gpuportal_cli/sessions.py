@@ -28,8 +28,9 @@ def _show(card: dict[str, Any]) -> None:
     card = {**card, "time_left": duration(card.get("time_left_seconds"))}
     fields(card, [("Session", "name"), ("State", "state"), ("Status", "status"), ("Partition", "partition"),
                   ("GPUs", "gpus"), ("Nodes", "nodes"), ("Hours", "hours"), ("Environment", "environment"),
-                  ("Slurm job", "job_id"), ("Node", "node"), ("Time left", "time_left"),
-                  ("JupyterLab", "url"), ("Ended", "ended_at"), ("End reason", "end_reason")])
+                  ("Project", "account"), ("Slurm job", "job_id"), ("Node", "node"),
+                  ("Time left", "time_left"), ("JupyterLab", "url"), ("Ended", "ended_at"),
+                  ("End reason", "end_reason")])
     waiting_show(card.get("waiting"))
 
 
@@ -72,15 +73,17 @@ def _session_wait(client: Client, name: str, *, interval: float, quiet: bool) ->
 @click.option("--partition", help="Slurm partition (default: the cluster's default).")
 @click.option("--nodes", type=click.IntRange(1), help="Nodes; the server runs on the first one.")
 @click.option("--environment", help="A software environment (see `gpuportal environments`).")
+@click.option("--account", help="Charge it to this project's Slurm account (see `gpuportal projects`).")
 @click.option("--wait", is_flag=True, help="Wait until JupyterLab is ready (exit 1 if the session ends).")
 @click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True)
 @common_options
 @pass_state
 def session_start(state: State, name: str, gpus: int | None, hours: float | None, partition: str | None,
-                  nodes: int | None, environment: str | None, wait: bool, interval: float) -> None:
+                  nodes: int | None, environment: str | None, account: str | None, wait: bool,
+                  interval: float) -> None:
     """Start a notebook server (sent with an Idempotency-Key: a retry starts it once)."""
     options = {"gpus": gpus, "hours": hours, "partition": partition, "nodes": nodes,
-               "environment": environment}
+               "environment": environment, "account": account}
     body = {"name": name, **{key: value for key, value in options.items() if value is not None}}
     client = state.client()
     card = client.request("POST", "/sessions/", json=body, idempotent_create=True)

@@ -17,6 +17,7 @@ from portal.accounts.models import ApiToken
 from portal.accounts.services import api_token_create
 from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
+from portal.projects.models import Project
 from portal.servers.hub import HubServer, JupyterHub
 from portal.servers.services import servers_hub_sync
 from tests.cli.conftest import Cli
@@ -226,6 +227,19 @@ def test_session_options_are_validated_by_the_portal(token_cli, fake_hub):
     done = token_cli("session", "start", "--name", "Bad_Name")
     assert done.returncode == Exit.INVALID and "name:" in done.stderr
     assert token_cli("session", "start", "--hours", "0").returncode == Exit.USAGE  # refused locally
+
+
+def test_a_session_under_a_project_names_it_and_another_groups_is_refused(token_cli, fake_hub, alice):
+    alice.ldap_groups = ["portal-users", "vision"]
+    alice.save()
+    Project.objects.create(name="vision", ldap_group="vision", slurm_account="vision", budget_gpu_hours=500)
+    Project.objects.create(name="nlp", ldap_group="nlp", slurm_account="nlp", budget_gpu_hours=50)
+    started = token_cli("--json", "session", "start", "--name", "proj", "--account", "vision")
+    assert started.returncode == 0, started.stderr
+    assert started.json()["account"] == "vision" and fake_hub.started[0]["account"] == "vision"
+    assert "Project" in token_cli("session", "show", "proj").stdout
+    refused = token_cli("session", "start", "--name", "other", "--account", "nlp")
+    assert refused.returncode == Exit.INVALID and "account:" in refused.stderr and len(fake_hub.started) == 1
 
 
 def test_benchmarks_are_listed_with_filters(token_cli, alice):
