@@ -7,6 +7,11 @@ submitters stop after LOAD_MAX_JOBS jobs, the session starter after LOAD_MAX_SES
 
 429 answers are the per-user API throttles (the bed has three accounts for hundreds of simulated
 users): counted as throttled, not as errors; every other 4xx/5xx or connection error is an error.
+Every 5xx and every request without an answer is also kept with its time and whether it carried the
+portal's JSON error body (server_errors.json), which chaos.py sorts into its outage windows.
+
+Submissions and session starts behave as a script should: a retry after no answer, a 502-504 or a
+429 sends the same Idempotency-Key, so it never creates a second job or session.
 """
 
 import itertools
@@ -32,10 +37,15 @@ MAX_JOBS = int(os.environ.get("LOAD_MAX_JOBS", "50"))
 BURST = int(os.environ.get("LOAD_BURST", "5"))
 MAX_SESSIONS = int(os.environ.get("LOAD_MAX_SESSIONS", "1"))
 TAB_POLLS = 5
+RETRIED = {0, 429, 502, 503, 504}  # no answer, throttled, or the portal/nginx said "try again"
+RETRIES = 12  # at most about 2 minutes of waiting per request
 
 _addresses = itertools.count()
 statuses: Counter[str] = Counter()
-created = {"jobs": [], "sessions": []}
+# jobs: [account, id, uuid, Idempotency-Key]; sessions: [account, name]; refused: what never got a
+# yes, [kind, account, name, Idempotency-Key, last status].
+created: dict[str, list] = {"jobs": [], "sessions": [], "refused": []}
+server_errors: list[dict] = []
 
 
 class SourceAddress(HTTPAdapter):
@@ -48,10 +58,22 @@ class SourceAddress(HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
 
 
+def json_error_body(response: object) -> bool:
+    """The portal's API error shape (portal/core/api_errors.py): {"detail", "code", "fields"}."""
+    try:
+        body = response.json()
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(body, dict) and {"detail", "code"} <= body.keys()
+
+
 @events.request.add_listener
 def _count(name: str, response: object, exception: BaseException | None, **_: object) -> None:
     code = getattr(response, "status_code", 0) if exception is None or response is not None else 0
     statuses[f"{name} {code or type(exception).__name__}"] += 1
+    if not code or code >= 500:
+        server_errors.append({"at": time.time(), "name": name, "status": code or type(exception).__name__,
+                              "json": bool(code) and json_error_body(response)})
 
 
 @events.test_stop.add_listener
@@ -59,6 +81,7 @@ def _save(**_: object) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "statuses.json").write_text(json.dumps(statuses, indent=1, sort_keys=True))
     (OUT / "created.json").write_text(json.dumps(created))
+    (OUT / "server_errors.json").write_text(json.dumps(server_errors))
 
 
 class PortalUser(HttpUser):
@@ -79,6 +102,18 @@ class PortalUser(HttpUser):
             else:
                 response.failure(f"{response.status_code}: {response.text[:200]}")
             return response
+
+    def create(self, path: str, name: str, body: dict) -> tuple[object, str]:
+        """A creating POST with a token, as a script sends it: retried with the same Idempotency-Key
+        while there is no answer or the answer says to try again (Retry-After, else backing off)."""
+        key = str(uuid.uuid4())
+        headers = {"Authorization": f"Token {TOKENS[self.account]}", "Idempotency-Key": key}
+        for attempt in range(RETRIES):
+            response = self.call("POST", path, name, headers=headers, json=body)
+            if response.status_code not in RETRIED:
+                break
+            time.sleep(float(response.headers.get("Retry-After") or min(2 ** attempt, 10)))
+        return response, key
 
     def job(self) -> int | None:
         jobs = JOBS.get(self.account) or []
@@ -158,12 +193,15 @@ class Submitter(PortalUser):
         for _ in range(BURST):
             if len(created["jobs"]) >= MAX_JOBS:
                 return
-            response = self.call("POST", "/api/v1/jobs/", "/api/v1/jobs/ (POST)", headers={
-                "Authorization": f"Token {TOKENS[self.account]}", "Idempotency-Key": str(uuid.uuid4())},
-                json={"template": "custom", "name": f"{TAG}-{len(created['jobs'])}", "parameters": {
+            name = f"{TAG}-{len(created['jobs'])}"
+            response, key = self.create("/api/v1/jobs/", "/api/v1/jobs/ (POST)", {
+                "template": "custom", "name": name, "parameters": {
                     "commands": "sleep 15", "gpus": 0, "partition": "debug", "time_limit": 1}})
             if response.status_code == 201:
-                created["jobs"].append([self.account, response.json()["id"]])
+                job = response.json()
+                created["jobs"].append([self.account, job["id"], job["uuid"], key])
+            else:
+                created["refused"].append(["job", self.account, name, key, response.status_code])
 
 
 class SessionCycle(PortalUser):
@@ -176,11 +214,12 @@ class SessionCycle(PortalUser):
     def cycle(self) -> None:
         if len(created["sessions"]) >= MAX_SESSIONS:
             return
-        name = f"{TAG}{len(created['sessions'])}"[:30]
+        name = f"{TAG}{len(created['sessions']) + len(created['refused'])}"[:30]
         auth = {"Authorization": f"Token {TOKENS[self.account]}"}
-        response = self.call("POST", "/api/v1/sessions/", "/api/v1/sessions/ (POST)", headers=auth,
-                             json={"name": name, "partition": "debug", "gpus": 0, "hours": 0.25})
+        response, key = self.create("/api/v1/sessions/", "/api/v1/sessions/ (POST)",
+                                    {"name": name, "partition": "debug", "gpus": 0, "hours": 0.25})
         if response.status_code != 202:
+            created["refused"].append(["session", self.account, name, key, response.status_code])
             return
         created["sessions"].append([self.account, name])
         deadline, state = time.monotonic() + 60, "queued"
@@ -188,6 +227,9 @@ class SessionCycle(PortalUser):
             time.sleep(2)
             card = self.call("GET", f"/api/v1/sessions/{name}/", "/api/v1/sessions/{name}/", headers=auth)
             state = card.json().get("state", state) if card.status_code == 200 else state
-        if state != "ended":  # one the hub refused has ended by itself
-            self.call("DELETE", f"/api/v1/sessions/{name}/", "/api/v1/sessions/{name}/ (DELETE)",
-                      headers=auth)
+        for attempt in range(RETRIES if state != "ended" else 0):  # one the hub refused has ended
+            response = self.call("DELETE", f"/api/v1/sessions/{name}/", "/api/v1/sessions/{name}/ (DELETE)",
+                                 headers=auth)
+            if response.status_code not in RETRIED:
+                break
+            time.sleep(float(response.headers.get("Retry-After") or min(2 ** attempt, 10)))

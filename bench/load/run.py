@@ -155,8 +155,9 @@ def tokens(api: Api, tag: str) -> Iterator[dict[str, str]]:
             api.call("DELETE", f"/api/v1/tokens/{token_id}/", token)
 
 
-def cancel_jobs(api: Api, tokens_by_user: dict[str, str], jobs: list[tuple[str, int]]) -> None:
-    for user, job in jobs:
+def cancel_jobs(api: Api, tokens_by_user: dict[str, str], jobs: list) -> None:
+    """`jobs`: (account, id, ...) each, as locustfile.py records them."""
+    for user, job, *_ in jobs:
         state = api.call("GET", f"/api/v1/jobs/{job}/", tokens_by_user[user]).json().get("state")
         if state in ("QUEUED_IN_PORTAL", "PENDING", "RUNNING"):
             api.call("POST", f"/api/v1/jobs/{job}/cancel/", tokens_by_user[user])
@@ -281,6 +282,14 @@ def app_streams(front: Front, count: int, tag: str) -> Iterator[None]:
                 f"App.objects.filter(reason='{tag}').delete(); print('ok')")
 
 
+def locust_env(by_user: dict[str, str], seeds: dict[str, list[int]], front: Front, tag: str,
+               max_jobs: int) -> dict[str, str]:
+    """locustfile.py's settings: accounts, tokens, the jobs to view, nginx's certificate, limits."""
+    return {"LOAD_ACCOUNTS": ",".join(f"{u}:{p}" for u, p in ACCOUNTS.items()),
+            "LOAD_TOKENS": json.dumps(by_user), "LOAD_JOBS": json.dumps(seeds),
+            "LOAD_CA": str(front.certificate), "LOAD_TAG": tag, "LOAD_MAX_JOBS": str(max_jobs)}
+
+
 def run_locust(front: Front, users: int, seconds: int, out: Path,
                env: dict[str, str]) -> list[dict[str, str]]:
     prefix = out / f"u{users}"
@@ -398,10 +407,7 @@ def main() -> None:
             created_jobs: list = []
             try:
                 for users, streams in plan:
-                    env = {"LOAD_ACCOUNTS": ",".join(f"{u}:{p}" for u, p in ACCOUNTS.items()),
-                           "LOAD_TOKENS": json.dumps(by_user), "LOAD_JOBS": json.dumps(seeds),
-                           "LOAD_CA": str(front.certificate), "LOAD_TAG": f"{tag}{len(results)}",
-                           "LOAD_MAX_JOBS": str(args.max_jobs)}
+                    env = locust_env(by_user, seeds, front, f"{tag}{len(results)}", args.max_jobs)
                     print(f"== {users} users, {streams} app streams, {args.duration} s", flush=True)
                     result = measure(front, users, streams, args.duration, out / f"{users}-{streams}", env,
                                      database_url)
