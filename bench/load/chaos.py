@@ -80,9 +80,16 @@ def _celery_worker_stop() -> list[str]:
     pid = int((RUN / "celery-worker.pid").read_text())
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[1:-1]  # less the interpreter
     os.kill(pid, signal.SIGKILL)
-    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+    while _alive(pid):
         time.sleep(0.2)
     return argv
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _celery_worker_start(argv: list[str], log: Path) -> None:
@@ -92,7 +99,7 @@ def _celery_worker_start(argv: list[str], log: Path) -> None:
          f'echo $! >"$RUN/celery-worker.pid"', log)
     pid = int((RUN / "celery-worker.pid").read_text())
     time.sleep(3)
-    if not Path(f"/proc/{pid}").exists():
+    if not _alive(pid):
         raise RuntimeError("the Celery worker exited at once; see its log")
 
 
@@ -131,14 +138,16 @@ def restarter(events: list[Restart], started: float, down_seconds: float, log: P
 def dead_services() -> list[str]:
     """The bed's daemons (their pid files) that are not running now."""
     dead = []
-    for pidfile in [*RUN.glob("*.pid"), *(STATE / "hub").glob("*.pid")]:
+    pidfiles = {path.stem: path for path in [*RUN.glob("*.pid"), *(STATE / "hub").glob("*.pid")]}
+    pidfiles["postgres"] = STATE / "postgres/data/postmaster.pid"  # its pid on the first line
+    for name, pidfile in sorted(pidfiles.items()):
         try:
-            alive = Path(f"/proc/{int(pidfile.read_text())}").exists()
-        except (OSError, ValueError):
+            alive = _alive(int(pidfile.read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
             alive = False
         if not alive:
-            dead.append(pidfile.stem)
-    return sorted(dead)
+            dead.append(name)
+    return dead
 
 
 def slurm_jobs(since: float) -> dict[str, dict[str, dict[str, str]]]:
@@ -363,8 +372,9 @@ def main() -> None:
                           check_sessions(api, by_user, created["sessions"], refused["session"]),
                           check_errors(json.loads((out / "server_errors.json").read_text()), events,
                                        args.grace)]
-                args.report.write_text(report(args, seed, events, locust, checks, dead, settled, started))
-                print(f"report: {args.report} (restart log {log})")
+                text = report(args, seed, events, locust, checks, dead, settled, started)
+                args.report.write_text(text)
+                print(text, f"report: {args.report} (restart log {log})", sep="\n")
             finally:
                 cancel_jobs(api, by_user, created["jobs"])
                 stop_sessions(api, by_user, tag)
