@@ -1,5 +1,6 @@
 """Benchmark pages: history with filters, one result, compare, charts, admin import; usage + CSV."""
 
+from contextlib import suppress
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.utils.dateparse import parse_date
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
+from redis.exceptions import RedisError
 
 from portal.benchmarks import charts
 from portal.benchmarks.figures import TOOLS
@@ -80,10 +82,13 @@ def _filters(query: Any) -> ResultFilters:
 
 
 def _menu() -> dict[str, list]:
-    """Filter menus: distinct values change slowly, so they are cached for a minute."""
-    found = cache.get("benchmarks:menu")
-    if found is None:
-        found = choices()
+    """Filter menus: distinct values change slowly, so they are cached for a minute. Without the
+    cache (Redis restarting) they are read from the database: a page never fails for the cache."""
+    with suppress(RedisError):
+        if (found := cache.get("benchmarks:menu")) is not None:
+            return found
+    found = choices()
+    with suppress(RedisError):
         cache.set("benchmarks:menu", found, 60)
     return found
 

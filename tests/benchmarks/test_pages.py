@@ -17,6 +17,7 @@ from portal.benchmarks.parsers import parse
 from portal.benchmarks.services import reference_create
 from tests.benchmarks.factories import ResultFactory
 from tests.factories import JobFactory, UserFactory
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -186,3 +187,14 @@ def test_usage_page_and_csv(client):
     groups = client.get("/usage/csv/?group_by=group").content.decode()
     assert "portal-users" in groups
     assert client.get("/usage/?from=2026-01-01&to=2020-01-01").status_code == 200  # says why, no error
+
+
+def test_benchmark_pages_answer_with_the_cache_down(alice_client, settings):
+    """Redis restarting (the chaos soak, bench/load/chaos.py): the filter menus come from the
+    database instead of the cache, never a 500. A real Redis client, at a port nobody listens on."""
+    ResultFactory()
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": nobody}}
+    for path in ("/benchmarks/", "/benchmarks/charts/"):
+        response = alice_client.get(path)
+        assert response.status_code == 200, (path, response.status_code)
