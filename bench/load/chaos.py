@@ -229,9 +229,15 @@ def check_jobs(api: Api, by_user: dict[str, str], accepted: list[list], refused:
 
 
 def check_sessions(api: Api, by_user: dict[str, str], accepted: list[list], refused: list[list]) -> Checks:
-    """Every accepted session still in the portal, and it ran (Slurm started it) or ended with a reason."""
+    """Every accepted session still in the portal, and it ran (Slurm started it) or ended with a reason;
+    and none that ended still has its Slurm job live (the hub names it jupyterhub:<session>)."""
     lines = ["## Sessions", "", "| session | state | ran | end reason | detail |", "|---|---|---|---|---|"]
     failed, counts = [], {"ran": 0, "ended with a reason": 0, "unaccounted": 0, "lost": 0}
+    queue = subprocess.run(["squeue", "-a", "-h", "-o", "%i|%u|%j|%T"], capture_output=True, text=True,
+                           check=True, timeout=60).stdout
+    live = {(user, name): f"{job_id} {state}" for job_id, user, name, state in
+            (line.split("|", 3) for line in queue.splitlines())}
+    leaked: list[str] = []
     for user, name in accepted:
         answer = api.call("GET", f"/api/v1/sessions/{name}/", by_user[user])
         if answer.status_code != 200:
@@ -245,10 +251,16 @@ def check_sessions(api: Api, by_user: dict[str, str], accepted: list[list], refu
                else "unaccounted"] += 1
         lines.append(f"| {user}/{name} | {card['state']} | {'yes' if ran else 'no'} | {card['end_reason']} "
                      f"| {card['end_detail'][:120]} |")
+        if card["state"] == "ended" and (user, f"jupyterhub:{name}") in live:
+            leaked.append(f"{user}/{name}: Slurm job {live[user, f'jupyterhub:{name}']}")
     lines += ["", f"Accepted (202): {len(accepted)}; " + ", ".join(f"{k}: {v}" for k, v in counts.items())
-              + f". Starts never accepted (gave up after retries): {len(refused)}."]
+              + f". Starts never accepted (gave up after retries): {len(refused)}.", "",
+              f"Ended in the portal, their Slurm job still live: {len(leaked)}"
+              + "".join(f"\n- {row}" for row in leaked)]
     if counts["unaccounted"] or counts["lost"]:
         failed.append("sessions: an accepted session neither ran nor ended with a reason, or is gone")
+    if leaked:
+        failed.append("sessions: an ended session's Slurm job still runs")
     return Checks(lines, failed)
 
 
@@ -331,7 +343,8 @@ def main() -> None:
     parser.add_argument("--down-seconds", type=float, default=10, help="how long each service stays down")
     parser.add_argument("--grace", type=float, default=5, help="seconds after a restart still in its window")
     parser.add_argument("--max-jobs", type=int, default=300, help="submissions, at most")
-    parser.add_argument("--sessions", type=int, default=6, help="session starts, at most")
+    parser.add_argument("--sessions", type=int, default=None,
+                        help="session starts, at most (default: one per 20 s of load, spread over it)")
     parser.add_argument("--settle-cycles", type=float, default=3, help="poll cycles to wait, at most")
     parser.add_argument("--report", type=Path, default=HERE / "chaos-report.md")
     args = parser.parse_args()
@@ -353,7 +366,7 @@ def main() -> None:
             created: dict[str, list] = {"jobs": [], "sessions": [], "refused": []}
             try:
                 env = {**locust_env(by_user, seeds, front, tag, args.max_jobs),
-                       "LOAD_MAX_SESSIONS": str(args.sessions)}
+                       "LOAD_MAX_SESSIONS": str(args.sessions or seconds // 20)}
                 chaos = threading.Thread(target=restarter, args=(events, time.time(), args.down_seconds, log))
                 chaos.start()
                 try:
