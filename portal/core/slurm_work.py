@@ -71,6 +71,16 @@ def lease_claim(rows: QuerySet, *, seconds: float, **changes: object) -> bool:
     return bool(rows.filter(due()).update(next_attempt_at=db_in(seconds), **changes))
 
 
+def lease_claim_many(rows: QuerySet, *, seconds: float, **changes: object) -> list[int]:
+    """`lease_claim` for many rows at once: the ids of those this caller won. Rows another caller is
+    claiming right now are skipped, not waited for (it holds them)."""
+    with transaction.atomic():
+        won = list(rows.filter(due()).select_for_update(skip_locked=True, of=("self",))
+                   .values_list("pk", flat=True))
+        rows.model.objects.filter(pk__in=won).update(next_attempt_at=db_in(seconds), **changes)
+    return won
+
+
 def resubmit_allowed(*, uncertain_at: datetime | None, looked_up_at: datetime) -> bool:
     """Whether a row whose last sbatch may have got through can be sent again: only after a lookup
     taken at least one full poll cycle after that sbatch gave up (slurmctld registers a job it was

@@ -12,6 +12,7 @@ from portal.accounts.models import User
 from portal.core.converters import id_or_none
 from portal.jobs.job_templates import JobTemplate
 from portal.jobs.models import Job, JobMetric
+from portal.policy.rules import Policy
 from portal.policy.services import policy_current
 
 
@@ -42,9 +43,9 @@ class PartitionLimits:
         return gigabytes * 1024
 
 
-def partition_limits_list() -> list[PartitionLimits]:
+def partition_limits_list(policy: Policy | None = None) -> list[PartitionLimits]:
     """The partitions as the one policy has them (portal.policy), in the snapshot's order."""
-    policy = policy_current()
+    policy = policy or policy_current()
     return [PartitionLimits(
         name=rules.name, is_default=rules.name == policy.default_partition,
         max_time=timedelta(hours=rules.max_hours) if rules.max_hours < settings.SITE_MAX_WALLTIME_MINUTES / 60

@@ -15,6 +15,6 @@ jobs_created = Signal()
 # rejection was just recorded: by the first sbatch, and by the poll cycle. Receivers only enqueue work.
 jobs_changed = Signal()
 
-# Sent with `job` just before its sbatch: each receiver returns a dict of variables for the job's
-# environment (portal.tracking: the job's MLflow run), or an empty dict.
-job_environment = Signal()
+# Sent with `jobs` just before their sbatch: each receiver returns {job id: variables} for the jobs'
+# environments (portal.tracking: each job's MLflow run), leaving out the jobs it adds nothing to.
+jobs_environment = Signal()

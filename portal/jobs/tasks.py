@@ -3,15 +3,14 @@ from celery import shared_task
 from portal.core.errors import Unavailable
 from portal.jobs.models import Job
 from portal.jobs.services.metrics import job_metrics_record
-from portal.jobs.services.submission import job_submit_first_attempt
+from portal.jobs.services.submission import jobs_submit_first_attempts
 
 
 @shared_task(ignore_result=True)
 def job_submit_first(*job_ids: int) -> None:
     """The first sbatch of each job the API, a page, a batch or a sweep just stored, one after the
     other: a batch of a hundred is one message and one task, not a hundred."""
-    for job_id in job_ids:
-        job_submit_first_attempt(job_id=job_id)
+    jobs_submit_first_attempts(job_ids=job_ids)
 
 
 @shared_task(ignore_result=True, autoretry_for=(Unavailable,), retry_backoff=5, max_retries=3)

@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -124,12 +125,15 @@ def job_runs_create(*, jobs: list[Job]) -> list[Run]:
     return runs
 
 
-def job_run_environment(job: Job) -> dict[str, str]:
-    """MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME when the job has its run, so that `mlflow.start_run()`
-    in the job (after `mlflow.set_experiment(os.environ["MLFLOW_EXPERIMENT_NAME"])`) logs into it."""
-    name = (Run.objects.filter(run_id=job_run_id(job), job=job)
-            .values_list("experiment__name", flat=True).first())
-    return {"MLFLOW_RUN_ID": job_run_id(job), "MLFLOW_EXPERIMENT_NAME": name} if name else {}
+def job_runs_environment(jobs: Sequence[Job]) -> dict[int, dict[str, str]]:
+    """MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_NAME of each job that has its run (one query), so that
+    `mlflow.start_run()` in the job (after `mlflow.set_experiment(os.environ["MLFLOW_EXPERIMENT_NAME"])`)
+    logs into it."""
+    wanted = {job_run_id(job): job.pk for job in jobs}
+    runs = Run.objects.filter(run_id__in=wanted, job__in=wanted.values()).values_list(
+        "run_id", "job_id", "experiment__name")
+    return {job_id: {"MLFLOW_RUN_ID": run_id, "MLFLOW_EXPERIMENT_NAME": name}
+            for run_id, job_id, name in runs if wanted[run_id] == job_id}
 
 
 def _millis(moment: Any) -> int | None:

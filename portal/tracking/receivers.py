@@ -6,8 +6,8 @@ from typing import Any
 from django.dispatch import receiver
 
 from portal.jobs.models import Job
-from portal.jobs.signals import job_environment, jobs_changed, jobs_created, jobs_ended
-from portal.tracking.job_runs import job_run_environment, job_runs_create
+from portal.jobs.signals import jobs_changed, jobs_created, jobs_ended, jobs_environment
+from portal.tracking.job_runs import job_runs_create, job_runs_environment
 
 logger = logging.getLogger(__name__)
 
@@ -17,9 +17,9 @@ def job_runs_make(*, jobs: list[Job], **kwargs: Any) -> None:
     job_runs_create(jobs=jobs)  # in the storing transaction: a job without its run is never seen
 
 
-@receiver(job_environment, dispatch_uid="tracking.job_run_environment")
-def job_run_variables(*, job: Job, **kwargs: Any) -> dict[str, str]:
-    return job_run_environment(job)
+@receiver(jobs_environment, dispatch_uid="tracking.job_runs_environment")
+def job_runs_variables(*, jobs: list[Job], **kwargs: Any) -> dict[int, dict[str, str]]:
+    return job_runs_environment(jobs)
 
 
 @receiver(jobs_changed, dispatch_uid="tracking.job_runs_follow")

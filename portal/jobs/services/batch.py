@@ -27,6 +27,7 @@ from portal.core.idempotency import HEADER
 from portal.jobs.models import Job, JobBatch, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.signals import jobs_created
+from portal.policy.services import policy_current
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +60,14 @@ def jobs_submit_batch(*, user: User, items: Sequence[JobRequest | PortalError], 
     if replayed := _replay(user=user, key=idempotency_key, digest=request_digest):
         return replayed
     prepared: list[JobDraft | PortalError] = []
+    policy = policy_current()  # read once: every item is checked against the same partitions and limits
     for item in items:
         if isinstance(item, PortalError):
             prepared.append(item)
             continue
         try:
             prepared.append(job_prepare(user=user, template=item.template, parameters=item.parameters,
-                                        name=item.name, account=item.account))
+                                        name=item.name, account=item.account, policy=policy))
         except PortalError as error:
             prepared.append(error)
     drafts = [(draft, item.notify_email) for draft, item in zip(prepared, items, strict=True)

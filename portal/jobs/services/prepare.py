@@ -25,7 +25,7 @@ from portal.jobs.job_templates import (
     script_body_render,
 )
 from portal.jobs.selectors import PartitionLimits, partition_limits_list
-from portal.policy.rules import job_limits_check
+from portal.policy.rules import Policy, job_limits_check
 from portal.policy.services import policy_current, user_groups
 from portal.projects.selectors import user_projects
 from slurm.parsing import format_duration
@@ -69,8 +69,12 @@ def unix_account(username: str) -> pwd.struct_passwd:
 
 
 def job_prepare(*, user: User, template: str, parameters: Any, name: str | None = None,
-                job_uuid: uuid.UUID | None = None, account: str = "") -> JobDraft:
-    """Validate everything and render the script; raises InvalidInput and never calls Slurm."""
+                job_uuid: uuid.UUID | None = None, account: str = "",
+                policy: Policy | None = None) -> JobDraft:
+    """Validate everything and render the script; raises InvalidInput and never calls Slurm.
+
+    `policy`: the one read for a whole batch (its partitions and limits), else read here."""
+    policy = policy or policy_current()
     found = catalog().templates.get(template)
     if found is None:
         raise InvalidInput({"template": [f"Unknown template {template!r}."]})
@@ -92,7 +96,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
     problems.update(_paths_check(user, found, values))
     partition = None
     if "partition" in values:
-        partition, message = _partition_pick(values["partition"])
+        partition, message = _partition_pick(values["partition"], policy)
         if message:
             problems["partition"] = [message]
         else:
@@ -101,7 +105,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         problems.update(_limits_check(found, values, partition))
     if partition is not None and not problems:  # the user's group limits, from the one policy
         problems.update({key: [message] for key, message in job_limits_check(
-            policy_current(), groups=user_groups(user), partition=partition.name,
+            policy, groups=user_groups(user), partition=partition.name,
             minutes=values["time_limit"]).items()})
     environment = None
     if values.get("environment"):
@@ -165,8 +169,8 @@ def _activation(environment: Environment | None, *, user: User, workdir: str) ->
             "modules": list(environment.modules)}
 
 
-def _partition_pick(name: str) -> tuple[PartitionLimits | None, str]:
-    partitions = partition_limits_list()
+def _partition_pick(name: str, policy: Policy) -> tuple[PartitionLimits | None, str]:
+    partitions = partition_limits_list(policy)
     if not partitions:
         return None, "The portal has no partition data from Slurm yet; try again in a few seconds."
     chosen = next((p for p in partitions if p.name == name), None) if name else next(

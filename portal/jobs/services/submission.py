@@ -14,7 +14,9 @@ The first attempt runs in Celery, so no web worker waits on Slurm.
 """
 
 import logging
+import time
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -29,12 +31,13 @@ from portal.cluster.models import PollStatus
 from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.report_tokens import report_token
-from portal.core.slurm_work import db_in, lease_claim
+from portal.core.slurm_work import db_in, lease_claim_many
 from portal.core.tracking_tokens import tracking_environment
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import JobDraft, job_prepare
-from portal.jobs.signals import job_environment, jobs_changed, jobs_created
+from portal.jobs.services.rows import jobs_rows_update
+from portal.jobs.signals import jobs_changed, jobs_created, jobs_environment
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.user_files import job_output_dir_ensure
@@ -93,15 +96,18 @@ def job_submit_dispatch(*, job: Job) -> None:
     jobs_submit_dispatch(job_ids=[job.pk])
 
 
-def job_submit_first_attempt(*, job_id: int) -> None:
-    """Whatever goes wrong here, the job stays due in the portal and the poll cycle submits it
-    (after looking for it in Slurm by its UUID)."""
+SLURM_DOWN_REASON = "Slurm is unreachable: the job is saved and goes to Slurm when it is back."
+
+
+def jobs_submit_first_attempts(*, job_ids: Sequence[int]) -> None:
+    """The first sbatch of each job just stored (one, a batch or a sweep), in one task. Whatever goes
+    wrong, a job stays due in the portal and the poll cycle submits it (after looking for it in
+    Slurm by its UUID)."""
     if slurm_known_down():
-        Job.objects.filter(pk=job_id, state=JobState.QUEUED_IN_PORTAL).update(
-            reason="Slurm is unreachable: the job is saved and goes to Slurm when it is back.")
+        Job.objects.filter(pk__in=job_ids, state=JobState.QUEUED_IN_PORTAL).update(reason=SLURM_DOWN_REASON)
         return
-    if (job := job_claim(job_id=job_id)) is not None:
-        job_submit_attempt(job=job)
+    if jobs := jobs_claim(job_ids=job_ids):
+        jobs_sbatch(jobs=jobs, slurm=Slurm.from_settings())
 
 
 def slurm_known_down() -> bool:
@@ -113,59 +119,112 @@ def slurm_known_down() -> bool:
                 and timezone.now() - status["checked_at"] < recent)
 
 
+def jobs_claim(*, job_ids: Sequence[int]) -> list[Job]:
+    """Take the lease on each due job of an active user, just before their sbatch; the jobs won
+    (none that anybody else holds or that left the portal's queue), in the order stored."""
+    won = lease_claim_many(
+        Job.objects.filter(pk__in=job_ids, state=JobState.QUEUED_IN_PORTAL, user__is_active=True),
+        seconds=settings.JOBS_SUBMIT_LEASE_SECONDS, submit_attempts=F("submit_attempts") + 1)
+    return list(Job.objects.select_related("user").filter(pk__in=won).order_by("pk"))
+
+
 def job_claim(*, job_id: int) -> Job | None:
-    """Take the lease on a due job of an active user just before its sbatch; None if anybody else
-    holds it or it has left the portal's queue."""
-    won = lease_claim(Job.objects.filter(pk=job_id, state=JobState.QUEUED_IN_PORTAL, user__is_active=True),
-                      seconds=settings.JOBS_SUBMIT_LEASE_SECONDS, submit_attempts=F("submit_attempts") + 1)
-    return Job.objects.select_related("user").get(pk=job_id) if won else None
+    return next(iter(jobs_claim(job_ids=[job_id])), None)
 
 
 def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
     """One sbatch for a job whose lease the caller holds (`job_claim`)."""
-    slurm = slurm or Slurm.from_settings()
-    username = job.user.username
-    waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
-    try:
-        job_output_dir_ensure(user=username, path=job.output_dir, timeout=settings.SLURM_TIMEOUT_SECONDS / 4)
-        slurm_job_id = slurm.submit(script=job.script, user=username, comment=job.slurm_comment,
-                                    environment=job_report_environment(job=job))
-    except SlurmTimedOut as error:
-        # slurmctld may have taken it: never again until a lookup a full cycle later finds nothing.
-        waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
-                       reason=f"Slurm did not answer in time ({error.message}); looking for the job "
-                              "before trying again.")
-    except SlurmUnreachable as error:
-        waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
-                       next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
-    except SlurmRejected as error:
-        if waiting.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
-                          ended_at=timezone.now()):
-            transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=[job.pk]))
-    else:
-        adopted = waiting.update(state=JobState.PENDING, slurm_job_id=slurm_job_id, reason="",
-                                 slurm_submitted_at=timezone.now(), next_attempt_at=None)
-        if not adopted:
-            # Cancelled in the portal while sbatch ran: the Slurm job must not live on.
-            _cancel_quietly(slurm, slurm_job_id, username)
-        else:
-            transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=[job.pk]))
+    jobs_sbatch(jobs=[job], slurm=slurm or Slurm.from_settings())
     job.refresh_from_db()
     return job
 
 
-def job_report_environment(*, job: Job) -> dict[str, str]:
-    """What the job's script needs to report its own transitions (templates/jobs/_common/report.sh):
-    a token for this job alone and the portal's address; and what the MLflow client needs to log to
+def jobs_sbatch(*, jobs: Sequence[Job], slurm: Slurm) -> None:
+    """One sbatch each for jobs whose lease the caller holds, one after the other, then the jobs
+    Slurm took written at once (one UPDATE) and every job that moved announced once (`jobs_changed`).
+
+    The lease covers each sbatch's worst case (the output folder, then sbatch, each killed at
+    SLURM_TIMEOUT_SECONDS): a job after the first is started only while that still ends inside the
+    lease, and the first sbatch that cannot reach Slurm or times out stops the rest (they would wait
+    out the same timeout one by one). A job not started is due again, with nothing uncertain about it."""
+    started = time.monotonic()
+    worst_case = 2 * settings.SLURM_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS
+    environments = jobs_report_environments(jobs=jobs)
+    taken: list[Job] = []
+    refused: list[int] = []
+    left: list[int] = []
+    for index, job in enumerate(jobs):
+        if index and time.monotonic() - started + worst_case > settings.JOBS_SUBMIT_LEASE_SECONDS:
+            left = [other.pk for other in jobs[index:]]
+            break
+        waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
+        try:
+            job_output_dir_ensure(user=job.user.username, path=job.output_dir,
+                                  timeout=settings.SLURM_TIMEOUT_SECONDS / 4)
+            job.slurm_job_id = slurm.submit(script=job.script, user=job.user.username,
+                                            comment=job.slurm_comment, environment=environments[job.pk])
+        except SlurmTimedOut as error:
+            # slurmctld may have taken it: never again until a lookup a full cycle later finds nothing.
+            waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
+                           reason=f"Slurm did not answer in time ({error.message}); looking for the job "
+                                  "before trying again.")
+        except SlurmUnreachable as error:
+            waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
+                           next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
+        except SlurmRejected as error:
+            refused += [job.pk] if waiting.update(state=JobState.REJECTED, reason=error.message,
+                                                  next_attempt_at=None, ended_at=timezone.now()) else []
+            continue
+        else:
+            taken.append(job)
+            continue
+        Job.objects.filter(pk__in=[other.pk for other in jobs[index + 1:]], state=JobState.QUEUED_IN_PORTAL) \
+            .update(reason=SLURM_DOWN_REASON, next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
+        break
+    if left:
+        Job.objects.filter(pk__in=left, state=JobState.QUEUED_IN_PORTAL).update(next_attempt_at=Now())
+    changed = [*refused, *_adopt(taken, slurm)]
+    if changed:
+        transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
+
+
+def _adopt(taken: list[Job], slurm: Slurm) -> list[int]:
+    """Record the Slurm ids of the jobs sbatch took, where each is still waiting in the portal; a job
+    cancelled in the portal meanwhile must not live on in Slurm."""
+    now = timezone.now()
+    for job in taken:
+        job.state, job.reason, job.slurm_submitted_at, job.next_attempt_at = JobState.PENDING, "", now, None
+    written = jobs_rows_update(taken, _ADOPTED_FIELDS, states=[JobState.QUEUED_IN_PORTAL])
+    missed = [job for job in taken if job.pk not in written]
+    recorded = dict(Job.objects.filter(pk__in=[job.pk for job in missed]).values_list("pk", "slurm_job_id"))
+    for job in missed:
+        if recorded.get(job.pk) != job.slurm_job_id:  # not the poll cycle adopting this same Slurm job
+            _cancel_quietly(slurm, job.slurm_job_id, job.user.username)
+    return written
+
+
+_ADOPTED_FIELDS = ["state", "slurm_job_id", "reason", "slurm_submitted_at", "next_attempt_at"]
+# Room between the last sbatch a lease lets start and the lease's end, for the writes after it.
+LEASE_MARGIN_SECONDS = 10
+
+
+def jobs_report_environments(*, jobs: Sequence[Job]) -> dict[int, dict[str, str]]:
+    """What each job's script needs to report its own transitions (templates/jobs/_common/report.sh):
+    a token for that job alone and the portal's address; and what the MLflow client needs to log to
     the portal's tracking API (MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN: portal.tracking). In
-    sbatch's environment, never the script. The apps above add theirs (`job_environment`: the job's
-    own MLflow run)."""
-    environment = {"GPUPORTAL_REPORT_TOKEN": report_token("job", job.pk),
-                   "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/"),
-                   **tracking_environment(kind="job", pk=job.pk)}
-    for _, extra in job_environment.send(sender=Job, job=job):
-        environment.update(extra)
-    return environment
+    sbatch's environment, never the script. The apps above add theirs (`jobs_environment`: each
+    job's own MLflow run)."""
+    environments = {job.pk: {"GPUPORTAL_REPORT_TOKEN": report_token("job", job.pk),
+                             "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/"),
+                             **tracking_environment(kind="job", pk=job.pk)} for job in jobs}
+    for _, extra in jobs_environment.send(sender=Job, jobs=jobs):
+        for pk, variables in extra.items():
+            environments[pk].update(variables)
+    return environments
+
+
+def job_report_environment(*, job: Job) -> dict[str, str]:
+    return jobs_report_environments(jobs=[job])[job.pk]
 
 
 def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
@@ -18,6 +18,7 @@ from portal.core.slurm_work import duplicates, resubmit_allowed, rows_of
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
 from portal.jobs.services.prepare import COMMENT_PREFIX
+from portal.jobs.services.rows import jobs_rows_update
 from portal.jobs.services.submission import job_claim, job_submit_attempt
 from portal.jobs.signals import jobs_changed, jobs_ended
 from slurm import states as slurm_states
@@ -102,7 +103,7 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
         elif job.slurm_submitted_at and job.slurm_submitted_at < queried_at:
             # Gone from the queue (or finishing in it): accounting has the final word.
             unsettled.left.append(job)
-    changed = _rows_update(live, _LIVE_FIELDS)
+    changed = jobs_rows_update(live, _LIVE_FIELDS, states=IN_SLURM_STATES)
     report.from_queue = len(changed)
     if changed:
         transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
@@ -142,7 +143,7 @@ def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob],
     by_id = {row.job_id: row for row in rows}
     final = [job for job in unsettled.left
              if (row := by_id.get(job.slurm_job_id)) is not None and _apply_accounting_row(job, row)]
-    ended = _rows_update(final, _FINAL_FIELDS)
+    ended = jobs_rows_update(final, _FINAL_FIELDS, states=IN_SLURM_STATES)
     report.from_accounting = len(ended)
     if ended:
         transaction.on_commit(lambda: jobs_ended.send(sender=Job, job_ids=ended))
@@ -161,30 +162,6 @@ def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob],
         elif (claimed := job_claim(job_id=job.pk)) is not None:
             job_submit_attempt(job=claimed, slurm=slurm)
             report.resubmitted += 1
-
-
-def _rows_update(jobs: list[Job], fields: list[str], batch: int = 2000) -> list[int]:
-    """Write `fields` of many jobs with one UPDATE ... FROM (VALUES ...) per batch, only where the
-    row is still in a Slurm state (a final state is never overwritten). Returns the ids written.
-
-    Django's bulk_update builds a CASE WHEN per field and row: seconds at 10^4 active jobs."""
-    columns = [Job._meta.get_field(name) for name in fields]
-    assignments = ", ".join(f"{c.column} = v.{c.column}" for c in columns)
-    names = ", ".join(["id", *(c.column for c in columns)])
-    row = "(%s::bigint, " + ", ".join(f"%s::{c.db_type(connection)}" for c in columns) + ")"
-    guard = ", ".join(["%s"] * len(IN_SLURM_STATES))
-    written: list[int] = []
-    with connection.cursor() as cursor:
-        for start in range(0, len(jobs), batch):
-            chunk = jobs[start:start + batch]
-            values = [value for job in chunk for value in (
-                job.pk, *(c.get_db_prep_save(getattr(job, c.attname), connection) for c in columns))]
-            cursor.execute(
-                f"UPDATE {Job._meta.db_table} AS j SET {assignments}, updated_at = now() "  # noqa: S608
-                f"FROM (VALUES {', '.join([row] * len(chunk))}) AS v({names}) "
-                f"WHERE j.id = v.id AND j.state IN ({guard}) RETURNING j.id", [*values, *IN_SLURM_STATES])
-            written += [row[0] for row in cursor.fetchall()]
-    return written
 
 
 def _apply_queue_row(job: Job, row: QueuedJob, state: JobState) -> bool:

@@ -1,0 +1,33 @@
+"""Writing many jobs at once, each row only where it is still in a state the writer expects."""
+
+from collections.abc import Sequence
+
+from django.db import connection
+
+from portal.jobs.models import Job, JobState
+
+
+def jobs_rows_update(jobs: Sequence[Job], fields: Sequence[str], *, states: Sequence[JobState],
+                     batch: int = 2000) -> list[int]:
+    """Write `fields` of many jobs with one UPDATE ... FROM (VALUES ...) per batch, only where the
+    row is still in one of `states` (so a final state is never overwritten, and a job cancelled in
+    between is not adopted). Returns the ids written.
+
+    Django's bulk_update builds a CASE WHEN per field and row: seconds at 10^4 active jobs."""
+    columns = [Job._meta.get_field(name) for name in fields]
+    assignments = ", ".join(f"{c.column} = v.{c.column}" for c in columns)
+    names = ", ".join(["id", *(c.column for c in columns)])
+    row = "(%s::bigint, " + ", ".join(f"%s::{c.db_type(connection)}" for c in columns) + ")"
+    guard = ", ".join(["%s"] * len(states))
+    written: list[int] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(jobs), batch):
+            chunk = jobs[start:start + batch]
+            values = [value for job in chunk for value in (
+                job.pk, *(c.get_db_prep_save(getattr(job, c.attname), connection) for c in columns))]
+            cursor.execute(
+                f"UPDATE {Job._meta.db_table} AS j SET {assignments}, updated_at = now() "  # noqa: S608
+                f"FROM (VALUES {', '.join([row] * len(chunk))}) AS v({names}) "
+                f"WHERE j.id = v.id AND j.state IN ({guard}) RETURNING j.id", [*values, *states])
+            written += [row[0] for row in cursor.fetchall()]
+    return written
