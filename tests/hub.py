@@ -7,8 +7,12 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 HUB_SH = ROOT / "spawners/hub.sh"
+# Longer than any test keeps a server idle; the culler test runs a short one of its own (Hub.culler).
 CULL_TIMEOUT = 60
 
 
@@ -57,6 +62,24 @@ class Hub:
         os.killpg(pid, 9)
         wait_for(lambda: _gone(pid), 10, "hub to die")
         (STATE_DIR / "hub.pid").unlink()
+
+    @contextmanager
+    def culler(self, timeout: int) -> Iterator[None]:
+        """The hub's idle culler with a timeout of `timeout` s until the block ends: a second culler
+        (the same program, token and hub), the hub's own paused (SIGSTOP) meanwhile, so that a test
+        watches a cull without waiting out CULL_TIMEOUT."""
+        paused = int((STATE_DIR / "culler.pid").read_text())
+        os.killpg(paused, signal.SIGSTOP)
+        env = {**os.environ, "JUPYTERHUB_API_TOKEN": self.env["HUB_CULLER_TOKEN"],
+               "JUPYTERHUB_API_URL": self.api_url}
+        culler = subprocess.Popen([sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={timeout}",
+                                   "--cull-every=2"], env=env, stdin=subprocess.DEVNULL)
+        try:
+            yield
+        finally:
+            culler.terminate()
+            culler.wait(timeout=10)
+            os.killpg(paused, signal.SIGCONT)
 
     def stop_all_servers(self) -> None:
         """Stop and forget every named server, the stopped ones too (they count towards the hub's
@@ -104,7 +127,6 @@ def hub(live_server):
         "HUB_AUTH_REFRESH_AGE": "5",
         "HUB_POLL_INTERVAL": "5",
         "HUB_SERVER_AUTH_CACHE": "5",
-        # Longer than any other test keeps a server, short enough to watch the culler once.
         "HUB_CULL_TIMEOUT": str(CULL_TIMEOUT), "HUB_CULL_EVERY": "5",
         # A server busy with a long cell reports it in time (the notebook templates run for minutes).
         "HUB_SERVER_ACTIVITY_INTERVAL": "10",

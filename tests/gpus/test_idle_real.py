@@ -30,7 +30,8 @@ from tests.servers.test_servers_real import ready_server
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 GPU_DIR = Path("/var/lib/gpuportal/gpu")
 IDLE_GPU = {"utilization_gpu": 0, "utilization_memory": 0, "memory_used_mib": 300, "power_w": 40}
-WINDOW_S, GRACE_S = 12, 8
+# Seconds. The window spans a few of the sampler's 2-s pushes: one late push must not pass for idleness.
+WINDOW_S, GRACE_S = 8, 4
 
 
 @pytest.fixture

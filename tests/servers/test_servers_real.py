@@ -18,7 +18,6 @@ from portal.servers.services import server_start, server_stop, servers_hub_sync
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
 from tests.hub import (
-    CULL_TIMEOUT,
     job_env,
     job_gpu_indexes,
     portal_login,
@@ -30,6 +29,7 @@ from tests.policy.cases import OVER_LIMITS, POLICY_GROUPS, PROFILE
 from tests.poll_helpers import slurm_poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+IDLE_TIMEOUT = 15  # the culler test's own culler (the test hub's waits CULL_TIMEOUT)
 
 
 def expand(indexes: str) -> str:
@@ -224,7 +224,7 @@ def test_workspace_gets_templates_without_clobbering_edits_the_data_mount_and_bo
 
 
 def test_idle_culler_stops_an_unused_server_and_the_card_says_so(portal_hub, settings):
-    settings.SERVERS_IDLE_TIMEOUT_SECONDS = CULL_TIMEOUT
+    settings.SERVERS_IDLE_TIMEOUT_SECONDS = IDLE_TIMEOUT
     alice = UserFactory(username="alice")
     server_start(user=alice, name="idle", gpus=0, hours=1)
     job_id = ready_server(portal_hub, "alice", "idle")["state"]["job_id"]
@@ -232,7 +232,8 @@ def test_idle_culler_stops_an_unused_server_and_the_card_says_so(portal_hub, set
 
     def culled():
         return "idle" not in (portal_hub.request("GET", "/users/alice").json()["servers"] or {})
-    wait_for(culled, CULL_TIMEOUT + 40, "the idle culler", interval=2)
+    with portal_hub.culler(IDLE_TIMEOUT):
+        wait_for(culled, IDLE_TIMEOUT + 40, "the idle culler", interval=1)
     wait_for(lambda: squeue_state(job_id) == "", 20, "the Slurm job to end")
     # The hub let it go; its job reported its exit (ended), or the poll has yet to see it (stopping).
     assert card(alice, "idle").state in ("stopping", "ended")
