@@ -82,13 +82,25 @@ def _certificate(workdir: Path) -> Path:
 def nginx_front(*, portal_port: int, hub_port: int = 8001, gateway_port: int = 8003,
                 workers: str = "auto") -> Iterator[Front]:
     """nginx with the shipped site in front of these loopback ports, until the block ends."""
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     workdir = Path(tempfile.mkdtemp(prefix="gpuportal-load-nginx-"))
-    port, http_port = _free_port(), _free_port()
-    certificate = _certificate(workdir)
-    (workdir / "site.conf").write_text(render_site(
-        SITE.read_text(), workdir=workdir, port=port, http_port=http_port, portal_port=portal_port,
-        hub_port=hub_port, gateway_port=gateway_port))
+    try:
+        port, http_port = _free_port(), _free_port()
+        certificate = _certificate(workdir)
+        (workdir / "site.conf").write_text(render_site(
+            SITE.read_text(), workdir=workdir, port=port, http_port=http_port, portal_port=portal_port,
+            hub_port=hub_port, gateway_port=gateway_port))
+        with nginx_running(workdir, port=port, workers=workers):
+            yield Front(port=port, certificate=certificate, workdir=workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def nginx_running(workdir: Path, *, port: int, workers: str = "auto") -> Iterator[None]:
+    """nginx as nobody with workdir/site.conf as its one site (prefix, pid file, logs and temp paths
+    in workdir), from when it listens on loopback `port` until the block ends. Also what
+    tests/deploy/test_production_real.py runs the shipped site with."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     # What Debian's nginx.conf has around a site, with this run's paths.
     (workdir / "nginx.conf").write_text(
         f"worker_processes {workers};\nworker_rlimit_nofile 16384;\npid {workdir}/nginx.pid;\n"
@@ -114,7 +126,7 @@ def nginx_front(*, portal_port: int, hub_port: int = 8001, gateway_port: int = 8
             if time.monotonic() > deadline:
                 raise RuntimeError("nginx did not listen within 30 s")
             time.sleep(0.2)
-        yield Front(port=port, certificate=certificate, workdir=workdir)
+        yield
     finally:
         with suppress(ProcessLookupError):
             process.send_signal(signal.SIGQUIT)  # graceful: open requests finish
@@ -124,4 +136,3 @@ def nginx_front(*, portal_port: int, hub_port: int = 8001, gateway_port: int = 8
             with suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
-        shutil.rmtree(workdir, ignore_errors=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.load.nginx_front import nginx_running
 from tests.conftest import DEMO_PASSWORDS, ROOT
 from tests.deploy.bed import (
     PORTAL_USER,
@@ -198,8 +199,7 @@ def nginx_front(production_portal):
     """deploy/nginx/gpuportal.conf in front of the portal, as nobody: the example's listen ports moved
     to free loopback ones, its certificate paths to a throwaway self-signed one, its backend to the
     portal's port. Everything else is the shipped file."""
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if nginx is None:
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
         pytest.skip("nginx is not installed")
     workdir = Path(tempfile.mkdtemp(prefix="gpuportal-nginx-"))
     https_port, http_port = free_port(), free_port()
@@ -213,29 +213,10 @@ def nginx_front(production_portal):
         site, count = re.subn(old, new, site)
         assert count, f"deploy/nginx/gpuportal.conf no longer has {old!r}"
     (workdir / "site.conf").write_text(site)
-    (workdir / "nginx.conf").write_text(
-        f"pid {workdir}/nginx.pid;\nerror_log {workdir}/error.log;\nevents {{}}\n"
-        "http {\n  access_log off;\n"
-        + "".join(f"  {kind}_temp_path {workdir}/{kind};\n"
-                  for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        + f"  include {workdir}/site.conf;\n}}\n")
-    shutil.chown(workdir, "nobody", "nogroup")
-    for path in workdir.iterdir():
-        shutil.chown(path, "nobody", "nogroup")
-    process = subprocess.Popen(
-        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", nginx,
-         "-p", str(workdir), "-e", str(workdir / "error.log"), "-c", str(workdir / "nginx.conf"),
-         "-g", "daemon off;"],
-        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while _curl(https_port, "/accounts/login/", workdir).returncode != 0:
-            assert process.poll() is None, f"nginx exited: {process.stderr.read()}"
-            assert time.monotonic() < deadline, "nginx did not answer"
-            time.sleep(0.3)
-        yield workdir, https_port, http_port
+        with nginx_running(workdir, port=https_port, workers="1"):
+            yield workdir, https_port, http_port
     finally:
-        stop_groups([process])
         shutil.rmtree(workdir, ignore_errors=True)
 
 
