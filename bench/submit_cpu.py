@@ -190,6 +190,7 @@ ROWS: list[tuple[str, str, Row]] = [
     ("portal, sudo adapter, single POSTs", "sudo", portal_single),
     (f"portal, sudo adapter, batch of {BATCH}", "sudo", portal_batch),
     ("portal, slurmrestd adapter, single POSTs", "slurmrestd", portal_single),
+    (f"portal, slurmrestd adapter, batch of {BATCH}", "slurmrestd", portal_batch),
 ]
 
 

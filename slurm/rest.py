@@ -238,6 +238,9 @@ def _error(errors: list[dict[str, Any]]) -> SlurmRejected | SlurmUnreachable:
 # --- #SBATCH lines -> job properties ---
 
 
+_SHELL_SYNTAX = frozenset("'\"\\#")
+
+
 def sbatch_options(script: str) -> list[tuple[str, str | bool]]:
     """The options of the script's #SBATCH lines as sbatch reads them: up to the first line that is
     neither blank nor a comment, shell words (quotes, # comments), --name=value or --name value."""
@@ -249,6 +252,9 @@ def sbatch_options(script: str) -> list[tuple[str, str | bool]]:
         if not stripped.startswith("#"):
             break
         if line.startswith("#SBATCH") and (len(line) == 7 or line[7].isspace()):
+            if not _SHELL_SYNTAX.intersection(line[7:]):  # plain words: what shlex would make of them
+                words += line[7:].split()
+                continue
             try:
                 words += shlex.split(line[7:], comments=True)
             except ValueError as error:
@@ -459,8 +465,11 @@ def _shared(pid: int, url: str, command: tuple[str, ...], lifespan: int, renew_b
             timeout: float) -> tuple[TokenCache, requests.Session]:
     """One token cache and one connection pool per process (a forked worker makes its own) and
     configuration."""
-    return TokenCache(command=command, lifespan=lifespan, renew_before=renew_before, timeout=timeout), \
-        requests.Session()
+    session = requests.Session()
+    # slurmrestd is this site's own daemon: no proxy or .netrc from the environment applies (and
+    # looking for them costs every request a scan of os.environ).
+    session.trust_env = False
+    return TokenCache(command=command, lifespan=lifespan, renew_before=renew_before, timeout=timeout), session
 
 
 def rest_from_settings(runner: SlurmRunner) -> SlurmRest:

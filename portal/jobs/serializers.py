@@ -119,7 +119,7 @@ class JobBatchItemSerializer(serializers.Serializer):
     def to_representation(self, instance: object) -> dict:
         data = {"index": instance.index, "status": instance.status}
         if instance.job is not None:
-            data["job"] = JobDetailSerializer(instance.job).data
+            data["job"] = self.fields["job"].to_representation(instance.job)  # one serializer for them all
         else:
             data["errors"] = instance.errors
         return data
