@@ -21,6 +21,7 @@ from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh
 from portal.servers.models import NotebookServer
+from portal.servers.orphans import servers_orphans_cancel
 from portal.servers.services import (
     servers_apply_accounting,
     servers_apply_queue,
@@ -48,6 +49,7 @@ class CycleReport:
     jobs: SyncReport = field(default_factory=SyncReport)
     servers_ended: int = 0
     servers_cancelled: int = 0
+    servers_orphans_cancelled: int = 0  # live Slurm jobs of sessions the portal had ended
     sacct_calls: int = 0
     waiting: int = 0  # pending jobs whose why-waiting rows this cycle wrote
     projects: int = 0  # projects whose GPU-hour usage this cycle read
@@ -79,6 +81,9 @@ def _cycle(slurm: Slurm) -> CycleReport:
     apps_follow(slurm=slurm)  # an app that answered is ready as soon as the snapshot names its node
     report.status = status
     report.inactive = inactive
+    # A session stopped while its scancel failed (the hub forgets it all the same): its job, by id.
+    report.servers_orphans_cancelled = servers_orphans_cancel(queue=queue, ended_before=status.checked_at,
+                                                              slurm=slurm)
     # After the queue is followed: a server Slurm started this cycle is not cancelled.
     report.servers_cancelled = servers_queue_timeout(now=status.checked_at)
     # From the database alone: the GPU samples and Jupyter activity the jobs pushed themselves.

@@ -465,7 +465,12 @@ def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) 
     now = now or timezone.now()
     live = [row for row in queue if is_live(row.state)]  # the queue keeps finished jobs too
     by_id = {row.job_id: row for row in live}
-    by_name = {(row.user, row.name): row for row in live if row.name.startswith(JOB_NAME_PREFIX)}
+    named = [row for row in live if row.name.startswith(JOB_NAME_PREFIX)]
+    # A job an ended session still has in Slurm (its cancel failed: portal.servers.orphans) is not
+    # the job of a newer session of the same name.
+    ended_jobs = set(NotebookServer.objects.filter(ended_at__isnull=False, job_id__in=[
+        row.job_id for row in named]).values_list("job_id", flat=True))
+    by_name = {(row.user, row.name): row for row in named if row.job_id not in ended_jobs}
     left = []
     for server in NotebookServer.objects.filter(ended_at__isnull=True).select_related("user"):
         row = by_id.get(server.job_id) if server.job_id else by_name.get(

@@ -1,0 +1,53 @@
+"""Cancelling the Slurm jobs of notebook sessions the portal has recorded as ended.
+
+A stop goes through the hub, whose spawner cancels the job; with slurmctld down, the hub still
+answered the stop and forgot the server after its `scancel` failed, so the job ran on to its time
+limit (bench/load/chaos-report.md). The poll cycle finds such jobs in its queue and cancels them
+as the portal's own account, as it does the work of deprovisioned users (portal.poll.deprovisioned).
+
+Only by an ended record's own job id: a new spawn is a new record with a new job, and
+`servers_apply_queue` never gives an active record, by name, a job an ended one has.
+"""
+
+import logging
+from datetime import datetime
+
+from portal.servers.models import NotebookServer
+from portal.servers.services import JOB_NAME_PREFIX
+from slurm.adapter import Slurm
+from slurm.errors import SlurmRejected, SlurmUnreachable
+from slurm.parsing import QueuedJob
+from slurm.states import is_live
+
+logger = logging.getLogger(__name__)
+
+
+def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, slurm: Slurm) -> int:
+    """Cancel every live job in `queue` whose session the portal ended before `ended_before` (a time
+    at or before the squeue ran: the job of a session stopped since may show there, live, while the
+    hub cancels it), the job's owner and name its record's; returns how many. A refused scancel (it
+    ended meanwhile) is ignored; Slurm not answering leaves the rest for the next cycle."""
+    live = {row.job_id: row for row in queue if is_live(row.state) and row.name.startswith(JOB_NAME_PREFIX)}
+    if not live:
+        return 0
+    records = NotebookServer.objects.filter(job_id__in=live).values_list(
+        "job_id", "user__username", "name", "ended_at")
+    held = {job_id for job_id, _, _, ended_at in records if ended_at is None}  # never one in use
+    # Owner and name too: after a controller reset, Slurm gives old ids to new jobs.
+    orphans = sorted({job_id for job_id, user, name, ended_at in records
+                      if ended_at is not None and ended_at < ended_before and job_id not in held
+                      and (live[job_id].user, live[job_id].name) == (user, f"{JOB_NAME_PREFIX}{name}")})
+    cancelled = 0
+    for job_id in orphans:
+        try:
+            slurm.cancel_as_operator(job_id=job_id)
+        except SlurmRejected as error:  # it ended meanwhile
+            logger.info("scancel %s of an ended session refused: %s", job_id, error.message)
+            continue
+        except SlurmUnreachable as error:
+            logger.warning("Slurm jobs of ended sessions left for the next cycle: %s", error.message)
+            break
+        logger.warning("cancelled Slurm job %s (%s of %s): its session had ended", job_id,
+                       live[job_id].name, live[job_id].user)
+        cancelled += 1
+    return cancelled

@@ -1,0 +1,108 @@
+"""The live Slurm job of a session the portal has ended is cancelled by the poll cycle (the hub forgot
+a server whose scancel failed while slurmctld was down), with the queue as data: only by the ended
+record's job id, owner and name, never a job an active record has."""
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from portal.servers.models import NotebookServer
+from portal.servers.orphans import servers_orphans_cancel
+from portal.servers.services import servers_apply_queue
+from slurm.errors import SlurmRejected, SlurmUnreachable
+from slurm.parsing import QueuedJob
+from tests.factories import UserFactory
+from tests.servers.factories import NotebookServerFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass
+class FakeSlurm:
+    gone: set = field(default_factory=set)  # job ids scancel refuses: they ended meanwhile
+    error: Exception | None = None
+    cancelled: list = field(default_factory=list)
+    asked: int = 0
+
+    def cancel_as_operator(self, *, job_id):
+        self.asked += 1
+        if self.error:
+            raise self.error
+        if job_id in self.gone:
+            raise SlurmRejected("Invalid job id specified")
+        self.cancelled.append(job_id)
+
+
+def _row(job_id, name, user="alice", state="RUNNING"):
+    return QueuedJob(job_id=job_id, partition="gpu", state=state, user=user, reason="", node_count=1, cpus=1,
+                     tres_per_node="", nodes="vm", start_time=None, end_time=None, time_limit=None,
+                     comment="", name=f"jupyterhub:{name}")
+
+
+def _ended(user, name, job_id, ago=timedelta(minutes=1)):
+    return NotebookServerFactory(user=user, name=name, job_id=job_id, ended_at=timezone.now() - ago,
+                                 end_reason=NotebookServer.EndReason.STOPPED)
+
+
+@pytest.fixture
+def alice():
+    return UserFactory(username="alice")
+
+
+def test_only_live_jobs_of_ended_sessions_are_cancelled(alice):
+    UserFactory(username="bob")
+    _ended(alice, "leaked", "101")
+    _ended(alice, "pending", "102")
+    _ended(alice, "done", "103")
+    NotebookServerFactory(user=alice, name="live", job_id="104")
+    _ended(alice, "other-owner", "105")
+    _ended(alice, "renamed", "106")
+    _ended(alice, "just-stopped", "107", ago=timedelta(seconds=-5))  # after the squeue ran
+    queue = [_row("101", "leaked"), _row("102", "pending", state="PENDING"),
+             _row("103", "done", state="CANCELLED"), _row("104", "live"),
+             _row("105", "other-owner", user="bob"),  # an old id Slurm gave again, to somebody else
+             _row("106", "something-else"), _row("107", "just-stopped"),
+             _row("108", "not-known")]  # just submitted: its record does not have the id yet
+    slurm = FakeSlurm()
+    assert servers_orphans_cancel(queue=queue, ended_before=timezone.now(), slurm=slurm) == 2
+    assert slurm.cancelled == ["101", "102"]
+    assert NotebookServer.objects.filter(ended_at__isnull=True).count() == 1  # nothing recorded anew
+
+
+def test_a_job_an_active_session_has_is_never_cancelled(alice):
+    _ended(alice, "again", "201")
+    NotebookServerFactory(user=alice, name="again", job_id="201")
+    slurm = FakeSlurm()
+    assert servers_orphans_cancel(queue=[_row("201", "again")], ended_before=timezone.now(), slurm=slurm) == 0
+    assert slurm.cancelled == []
+
+
+def test_a_new_session_of_the_same_name_does_not_take_the_ended_ones_job(alice):
+    """A stopped session's job still runs; the one started again under its name is matched by name
+    until the portal learns its id: never to the old job."""
+    _ended(alice, "lab", "301")
+    new = NotebookServerFactory(user=alice, name="lab", job_id="")
+    servers_apply_queue(queue=[_row("301", "lab")])
+    new.refresh_from_db()
+    assert (new.job_id, new.started_at) == ("", None)
+    servers_apply_queue(queue=[_row("301", "lab"), _row("302", "lab", state="PENDING")])
+    new.refresh_from_db()
+    assert new.job_id == "302" and new.queued_at is not None
+    slurm = FakeSlurm()
+    servers_orphans_cancel(queue=[_row("301", "lab"), _row("302", "lab")], ended_before=timezone.now(),
+                           slurm=slurm)
+    assert slurm.cancelled == ["301"]
+
+
+def test_a_refused_scancel_is_ignored_and_slurm_down_leaves_the_rest(alice):
+    for n in range(3):
+        _ended(alice, f"s{n}", f"40{n}")
+    queue = [_row(f"40{n}", f"s{n}") for n in range(3)]
+    slurm = FakeSlurm(gone={"400"})
+    assert servers_orphans_cancel(queue=queue, ended_before=timezone.now(), slurm=slurm) == 2
+    assert slurm.cancelled == ["401", "402"]
+    down = FakeSlurm(error=SlurmUnreachable("Unable to contact slurm controller"))
+    assert servers_orphans_cancel(queue=queue, ended_before=timezone.now(), slurm=down) == 0
+    assert down.asked == 1  # not once more for each job
