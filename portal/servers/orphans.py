@@ -10,7 +10,7 @@ Only by an ended record's own job id: a new spawn is a new record with a new job
 """
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from portal.servers.models import NotebookServer
 from portal.servers.services import JOB_NAME_PREFIX
@@ -21,12 +21,16 @@ from slurm.states import is_live
 
 logger = logging.getLogger(__name__)
 
+# A session whose job reported its own exit (portal.reports) is ended a moment before the job is:
+# left alone that long, its job ends as itself (COMPLETED), not cancelled by the portal.
+GRACE = timedelta(seconds=30)
+
 
 def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, slurm: Slurm) -> int:
-    """Cancel every live job in `queue` whose session the portal ended before `ended_before` (a time
-    at or before the squeue ran: the job of a session stopped since may show there, live, while the
-    hub cancels it), the job's owner and name its record's; returns how many. A refused scancel (it
-    ended meanwhile) is ignored; Slurm not answering leaves the rest for the next cycle."""
+    """Cancel every live job in `queue` whose session the portal ended GRACE before `ended_before` (a
+    time at or before the squeue ran: the job of a session stopped since may show there, live, while
+    the hub cancels it), the job's owner and name its record's; returns how many. A refused scancel
+    (it ended meanwhile) is ignored; Slurm not answering leaves the rest for the next cycle."""
     live = {row.job_id: row for row in queue if is_live(row.state) and row.name.startswith(JOB_NAME_PREFIX)}
     if not live:
         return 0
@@ -35,7 +39,7 @@ def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, sl
     held = {job_id for job_id, _, _, ended_at in records if ended_at is None}  # never one in use
     # Owner and name too: after a controller reset, Slurm gives old ids to new jobs.
     orphans = sorted({job_id for job_id, user, name, ended_at in records
-                      if ended_at is not None and ended_at < ended_before and job_id not in held
+                      if ended_at is not None and ended_at < ended_before - GRACE and job_id not in held
                       and (live[job_id].user, live[job_id].name) == (user, f"{JOB_NAME_PREFIX}{name}")})
     cancelled = 0
     for job_id in orphans:

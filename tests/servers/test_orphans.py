@@ -59,11 +59,11 @@ def test_only_live_jobs_of_ended_sessions_are_cancelled(alice):
     NotebookServerFactory(user=alice, name="live", job_id="104")
     _ended(alice, "other-owner", "105")
     _ended(alice, "renamed", "106")
-    _ended(alice, "just-stopped", "107", ago=timedelta(seconds=-5))  # after the squeue ran
+    _ended(alice, "just-ended", "107", ago=timedelta(seconds=10))  # its job may be ending by itself
     queue = [_row("101", "leaked"), _row("102", "pending", state="PENDING"),
              _row("103", "done", state="CANCELLED"), _row("104", "live"),
              _row("105", "other-owner", user="bob"),  # an old id Slurm gave again, to somebody else
-             _row("106", "something-else"), _row("107", "just-stopped"),
+             _row("106", "something-else"), _row("107", "just-ended"),
              _row("108", "not-known")]  # just submitted: its record does not have the id yet
     slurm = FakeSlurm()
     assert servers_orphans_cancel(queue=queue, ended_before=timezone.now(), slurm=slurm) == 2

@@ -4,6 +4,7 @@ after a stop while slurmctld was down, bench/load/chaos-report.md) and leaves a 
 import contextlib
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -47,8 +48,9 @@ def test_one_cycle_cancels_the_job_of_an_ended_session_and_not_a_live_ones(slurm
     alice = UserFactory(username="alice")
     tag = uuid.uuid4().hex[:8]
     leaked, live = session_jobs(f"gone-{tag}"), session_jobs(f"live-{tag}")
-    NotebookServerFactory(user=alice, name=f"gone-{tag}", job_id=leaked, ended_at=timezone.now(),
-                          stop_requested_at=timezone.now(), end_reason=NotebookServer.EndReason.STOPPED)
+    stopped = timezone.now() - timedelta(minutes=1)
+    NotebookServerFactory(user=alice, name=f"gone-{tag}", job_id=leaked, ended_at=stopped,
+                          stop_requested_at=stopped, end_reason=NotebookServer.EndReason.STOPPED)
     running = NotebookServerFactory(user=alice, name=f"live-{tag}", job_id=live)
     assert squeue_state(leaked) and squeue_state(live)
     started = time.monotonic()
