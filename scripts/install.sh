@@ -46,13 +46,18 @@ system_account() {
 system_account "$PORTAL_USER" "$PORTAL_HOME"
 system_account "$HUB_USER" "$GPUPORTAL_STATE/hub"
 
-# The job-files helper (root-owned, run as the user through sudo), slurm-token and the sudoers
+# The job-files and sbatch-batch helpers (root-owned, run as the user through sudo), slurm-token and the sudoers
 # fragment; the fragment is checked with visudo before it replaces the installed one, so a bad
 # edit never leaves sudo broken.
 install -d -o root -g root -m 0755 "$(dirname "$JOB_FILES")"
 if ! cmp -s "$ROOT/deploy/libexec/job-files" "$JOB_FILES"; then
   say "installing $JOB_FILES"
   install -o root -g root -m 0755 "$ROOT/deploy/libexec/job-files" "$JOB_FILES"
+fi
+# sbatch-batch: several jobs of one user under one sudo (a batch's submissions), run as the user.
+if ! cmp -s "$ROOT/deploy/libexec/sbatch-batch" "$SBATCH_BATCH"; then
+  say "installing $SBATCH_BATCH"
+  install -o root -g root -m 0755 "$ROOT/deploy/libexec/sbatch-batch" "$SBATCH_BATCH"
 fi
 # slurm-token: the portal's short-lived slurmrestd tokens (SLURM_ADAPTER=slurmrestd), run as root
 # through sudo; it narrows `scontrol token` to the portal's users (see its header).

@@ -32,6 +32,7 @@ PORTAL_LOG="$PORTAL_HOME/log"
 PORTAL_ENV="$PORTAL_HOME/gpuportal.env"
 JOB_FILES=/usr/local/libexec/gpuportal/job-files
 SLURM_TOKEN=/usr/local/libexec/gpuportal/slurm-token
+SBATCH_BATCH=/usr/local/libexec/gpuportal/sbatch-batch
 SUDOERS_FILE=/etc/sudoers.d/gpuportal
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }

@@ -13,6 +13,7 @@ SlurmUnreachable (SlurmTimedOut when a request was sent and no answer came), a r
 SlurmRejected with Slurm's own message.
 """
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -20,7 +21,7 @@ import os
 import pwd
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -29,7 +30,7 @@ import requests
 from django.conf import settings
 
 from slurm import parsing, states
-from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm
+from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm, Submit
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.runner import UNREACHABLE, SlurmRunner
 from slurm.tokens import TokenCache
@@ -105,6 +106,11 @@ class SlurmRest(Slurm):
         if not isinstance(job_id, int) or job_id <= 0:
             raise SlurmUnreachable(f"slurmrestd accepted the job but named no job id: {answer!r:.200}")
         return str(job_id)
+
+    @contextlib.contextmanager
+    def submitter(self, *, user: str, jobs: int) -> Iterator[Submit]:
+        """One POST per job on the kept-alive connection: no process per job to amortize."""
+        yield functools.partial(self.submit, user=user)
 
     def cancel(self, *, job_id: str, user: str) -> None:
         self._cancel(job_id, user)

@@ -4,10 +4,11 @@ import contextlib
 import logging
 import os
 import re
+import select
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,14 +54,7 @@ class SlurmRunner:
         `secrets`: variables for the command's environment only (never argv, so never in `ps`);
         through sudo they pass by name (--preserve-env), which deploy/sudoers.d/gpuportal allows
         for these names alone."""
-        argv = [str(self.bin_dir / command), *args]
-        if as_user is not None:
-            if not _NAME.fullmatch(as_user):
-                raise ValueError(f"not a Unix user name: {as_user!r}")
-            prefix = [part.format(username=as_user) for part in self.exec_prefix]
-            if secrets and prefix and Path(prefix[0]).name == "sudo":
-                prefix.insert(1, f"--preserve-env={','.join(secrets)}")
-            argv = prefix + argv
+        argv = self._argv(command, args, as_user=as_user, secrets=secrets)
         try:
             # Its own process group: an exec prefix (runuser, sudo) forks the real command, and a
             # timeout must take that down too, not only the prefix.
@@ -80,13 +74,100 @@ class SlurmRunner:
         except OSError as error:
             raise SlurmUnreachable(f"cannot run {command}: {error}") from error
         if child.returncode != 0:
-            stderr = raw_err.decode("utf-8", errors="replace")
-            message = _clean(stderr) or f"{command} exited with {child.returncode}"
-            logger.info("slurm command failed: %s: %s", argv, message)
-            if UNREACHABLE.search(stderr):
-                raise SlurmUnreachable(message)
-            raise SlurmRejected(message)
+            error = failure(command, raw_err.decode("utf-8", errors="replace"), child.returncode)
+            logger.info("slurm command failed: %s: %s", argv, error.message)
+            raise error
         return raw_out
+
+    @contextlib.contextmanager
+    def conversation(self, command: str, args: Sequence[str], *,
+                     as_user: str | None) -> Iterator["Conversation"]:
+        """`command` as `as_user`, kept running and asked one line at a time (`Conversation.ask`),
+        each answer within the runner's timeout; its input is closed on leaving, and it is ended if
+        it lingers."""
+        try:
+            child = subprocess.Popen(self._argv(command, args, as_user=as_user), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(),
+                                     start_new_session=True)  # its own group, as in run_bytes
+        except OSError as error:
+            raise SlurmUnreachable(f"cannot run {command}: {error}") from error
+        talk = Conversation(command=command, child=child, timeout=self.timeout)
+        try:
+            yield talk
+        finally:
+            talk.end()
+
+    def _argv(self, command: str, args: Sequence[str], *, as_user: str | None,
+              secrets: Mapping[str, str] | None = None) -> list[str]:
+        argv = [str(self.bin_dir / command), *args]
+        if as_user is None:
+            return argv
+        if not _NAME.fullmatch(as_user):
+            raise ValueError(f"not a Unix user name: {as_user!r}")
+        prefix = [part.format(username=as_user) for part in self.exec_prefix]
+        if secrets and prefix and Path(prefix[0]).name == "sudo":
+            prefix.insert(1, f"--preserve-env={','.join(secrets)}")
+        return prefix + argv
+
+
+@dataclass
+class Conversation:
+    """A running command asked one line at a time; see SlurmRunner.conversation."""
+
+    command: str
+    child: subprocess.Popen
+    timeout: float
+    _pending: bytes = b""
+
+    def ask(self, line: str) -> str:
+        """Send one line and return the next line of its answer. SlurmTimedOut (it is ended then) if
+        none comes within the timeout; SlurmUnreachable if it ended without answering."""
+        assert self.child.stdin is not None and self.child.stdout is not None
+        try:
+            self.child.stdin.write(line.encode() + b"\n")
+            self.child.stdin.flush()
+        except BrokenPipeError:
+            raise self._ended() from None
+        deadline = time.monotonic() + self.timeout
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _kill_group(self.child.pid)
+                raise SlurmTimedOut(f"{self.command} did not answer within {self.timeout:.0f} s")
+            if select.select([self.child.stdout], [], [], left)[0]:
+                chunk = os.read(self.child.stdout.fileno(), 65536)
+                if not chunk:
+                    raise self._ended()
+                self._pending += chunk
+        answer, _, self._pending = self._pending.partition(b"\n")
+        return answer.decode("utf-8", errors="replace")
+
+    def end(self) -> None:
+        with contextlib.suppress(BrokenPipeError):
+            self.child.stdin.close()  # type: ignore[union-attr]
+        try:
+            self.child.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.child.pid)
+            self.child.wait()
+        for stream in (self.child.stdout, self.child.stderr):
+            stream.close()  # type: ignore[union-attr]
+
+    def _ended(self) -> SlurmUnreachable:
+        try:
+            self.child.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.child.pid)
+            self.child.wait()
+        stderr = self.child.stderr.read().decode("utf-8", errors="replace")  # type: ignore[union-attr]
+        return SlurmUnreachable(f"{self.command} ended without answering (exit {self.child.returncode}): "
+                                f"{_clean(stderr)[:500]}")
+
+
+def failure(command: str, stderr: str, returncode: int) -> SlurmUnreachable | SlurmRejected:
+    """What a Slurm command's failure means: Slurm did not answer (retry later), or it refused."""
+    message = _clean(stderr) or f"{command} exited with {returncode}"
+    return SlurmUnreachable(message) if UNREACHABLE.search(stderr) else SlurmRejected(message)
 
 
 def _environment() -> dict[str, str]:

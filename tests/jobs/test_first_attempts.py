@@ -2,6 +2,8 @@
 adapter: one claim and one write for the whole batch, and the exactly-once rules per job. The same
 path against the real cluster: tests/jobs/test_batch_real.py and tests/jobs/test_fencing_real.py."""
 
+import contextlib
+import functools
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -28,6 +30,12 @@ class StubSlurm:
     during: dict[int, object] = field(default_factory=dict)
     submitted: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    opened: list[tuple[str, int]] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def submitter(self, *, user, jobs):
+        self.opened.append((user, jobs))
+        yield functools.partial(self.submit, user=user)
 
     def submit(self, *, script, user, comment, environment=None):
         n = len(self.submitted)
@@ -88,6 +96,7 @@ def test_a_batch_costs_the_same_queries_as_two_jobs_and_is_announced_once(
     assert sorted(row.slurm_job_id for row in rows.values()) == [str(5000 + n) for n in range(20)]
     assert all(row.submit_attempts == 1 and row.next_attempt_at is None for row in rows.values())
     assert stub.submitted == [job.slurm_comment for job in jobs]  # in the order stored
+    assert stub.opened == [("alice", 20)]  # one submitter (one sudo, on the command path) for them all
     assert announced == [[job.pk for job in jobs]]
     # Claim, environments, one write: nothing per job (the stub's sbatch makes no query).
     assert _queries(20, stub, django_capture_on_commit_callbacks) == _queries(2, stub,

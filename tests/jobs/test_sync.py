@@ -1,5 +1,7 @@
 """The status sync with a stand-in Slurm: state mapping, one sacct per cycle, "unknown" is not "failed"."""
 
+import contextlib
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -72,6 +74,10 @@ class FakeSlurm:
         if self.error:
             raise self.error
         return Parsed(rows=self.accounting_rows)
+
+    @contextlib.contextmanager
+    def submitter(self, *, user, jobs):
+        yield functools.partial(self.submit, user=user)
 
     def submit(self, *, script, user, comment, environment=None):
         self.submitted.append(comment)

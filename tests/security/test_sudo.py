@@ -22,7 +22,8 @@ from tests.security.conftest import (
     run,
 )
 
-PORTAL_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel", "/usr/local/libexec/gpuportal/job-files"}
+PORTAL_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel", "/usr/local/libexec/gpuportal/job-files",
+                   "/usr/local/libexec/gpuportal/sbatch-batch"}
 HUB_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel"}
 SLURM_TOKEN = "/usr/local/libexec/gpuportal/slurm-token"  # root through sudo: slurmrestd's tokens
 
@@ -47,7 +48,7 @@ def test_fragment_passes_visudo_and_is_installed_as_checked():
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, 0, 0o440)
 
 
-def test_portal_account_may_run_exactly_the_three_commands_as_portal_users_and_the_token_helper():
+def test_portal_account_may_run_exactly_its_four_commands_as_portal_users_and_the_token_helper():
     assert _rules(PORTAL_USER) == [(f"%{USERS_GROUP}", "NOPASSWD:", PORTAL_COMMANDS),
                                    ("root", "NOPASSWD:", {SLURM_TOKEN})]
 

@@ -143,6 +143,39 @@ def test_a_job_runs_with_its_scripts_options_and_the_given_environment(slurm):
         Path(output).unlink(missing_ok=True)
 
 
+def test_a_submitter_takes_several_jobs_answers_each_and_goes_on_after_a_refusal(slurm):
+    # On the command path one sudo runs deploy/libexec/sbatch-batch for all of them.
+    tag = uuid.uuid4().hex[:8]
+    output = f"/home/alice/.adapter-batch-{tag}.out"
+    good = (f"#!/bin/bash\n#SBATCH --job-name=batch-{tag} --time=1\n#SBATCH --mem=100M\n"
+            f"#SBATCH --chdir=/home/alice --output={output} --open-mode=append\n"
+            'echo "user=$(id -un) token=$GPUPORTAL_REPORT_TOKEN"\n')
+    refused = "#!/bin/bash\n#SBATCH --gres=gpu:5\n#SBATCH --time=1\ntrue\n"
+    answers: list[str | Exception] = []
+    with slurm.submitter(user="alice", jobs=3) as submit:
+        for n, script in enumerate([good, refused, good]):
+            try:
+                answers.append(submit(script=script, comment=f"gpuportal:{tag}-{n}",
+                                      environment={"GPUPORTAL_REPORT_TOKEN": f"t{n}"}))
+            except SlurmRejected as error:
+                answers.append(error)
+    first, second, third = answers
+    assert isinstance(second, SlurmRejected) and "Requested node configuration" in second.message
+    try:
+        queued = {job.job_id: job for job in slurm.queue(finished=True).rows}
+        assert (queued[first].comment, queued[third].comment) == (f"gpuportal:{tag}-0", f"gpuportal:{tag}-2")
+        assert queued[first].user == queued[third].user == "alice"
+        deadline = time.monotonic() + 30
+        while not Path(output).exists() or len(Path(output).read_text().splitlines()) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert sorted(Path(output).read_text().splitlines()) == ["user=alice token=t0", "user=alice token=t2"]
+    finally:
+        for job_id in (first, third):
+            slurm.cancel(job_id=job_id, user="alice")
+        Path(output).unlink(missing_ok=True)
+
+
 def test_the_operator_raises_a_time_limit(slurm):
     script = "#!/bin/bash\n#SBATCH --hold --time=1 --mem=100M --output=/dev/null\nsleep 60\n"
     job_id = slurm.submit(script=script, user="alice", comment="adapter-test:limit")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm.errors import SlurmRejected, SlurmUnreachable
+from slurm.errors import SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.runner import SlurmRunner
 
 
@@ -184,3 +184,31 @@ def test_an_interrupted_call_kills_the_whole_process_group(forking_prefix, monke
     with pytest.raises(KeyboardInterrupt):
         runner.run("sbatch", [], as_user="alice")
     _assert_all_gone(_started(pids))
+
+
+def test_a_conversation_answers_each_line_in_turn_and_ends_with_its_input(bin_dir):
+    _stub(bin_dir, "helper", 'while read -r line; do echo "got $line"; done; echo bye > "$0.ended"')
+    runner = SlurmRunner(bin_dir, exec_prefix=(str(bin_dir / "prefix"), "{username}"))
+    _stub(bin_dir, "prefix", 'shift; exec "$@"')
+    with runner.conversation("helper", [], as_user="alice") as talk:
+        assert [talk.ask("one"), talk.ask("two words")] == ["got one", "got two words"]
+    assert (bin_dir / "helper.ended").read_text() == "bye\n"  # closing its input ended it
+
+
+def test_a_conversation_that_does_not_answer_in_time_is_ended(bin_dir):
+    pids = bin_dir / "pids"
+    _stub(bin_dir, "helper", f'echo "$$" >> {pids}; read -r line; sleep 60')
+    runner = SlurmRunner(bin_dir, timeout=0.5)
+    began = time.monotonic()
+    with runner.conversation("helper", [], as_user=None) as talk, \
+            pytest.raises(SlurmTimedOut, match="did not answer"):
+        talk.ask("anything")
+    assert time.monotonic() - began < 5
+    _assert_all_gone([int(pids.read_text())])
+
+
+def test_a_conversation_that_ends_without_answering_is_unreachable_with_its_message(bin_dir):
+    _stub(bin_dir, "helper", "read -r line; echo 'helper: malformed: no' >&2; exit 2")
+    with SlurmRunner(bin_dir).conversation("helper", [], as_user=None) as talk, \
+            pytest.raises(SlurmUnreachable, match=r"without answering \(exit 2\): helper: malformed"):
+        talk.ask("x")

@@ -13,9 +13,11 @@ Exactly once towards Slurm, by the rules every piece of the portal's Slurm work 
 The first attempt runs in Celery, so no web worker waits on Slurm.
 """
 
+import contextlib
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -38,7 +40,7 @@ from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.services.rows import jobs_rows_update
 from portal.jobs.signals import jobs_changed, jobs_created, jobs_environment
-from slurm.adapter import Slurm
+from slurm.adapter import Slurm, Submit
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.user_files import job_output_dir_ensure
 
@@ -140,8 +142,9 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
 
 
 def jobs_sbatch(*, jobs: Sequence[Job], slurm: Slurm) -> None:
-    """One sbatch each for jobs whose lease the caller holds, one after the other, then the jobs
-    Slurm took written at once (one UPDATE) and every job that moved announced once (`jobs_changed`).
+    """One sbatch each for jobs whose lease the caller holds, one after the other (one submitter per
+    user: `Slurm.submitter`), then the jobs Slurm took written at once (one UPDATE) and every job
+    that moved announced once (`jobs_changed`).
 
     The lease covers each sbatch's worst case (the output folder, then sbatch, each killed at
     SLURM_TIMEOUT_SECONDS): a job after the first is started only while that still ends inside the
@@ -150,39 +153,45 @@ def jobs_sbatch(*, jobs: Sequence[Job], slurm: Slurm) -> None:
     started = time.monotonic()
     worst_case = 2 * settings.SLURM_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS
     environments = jobs_report_environments(jobs=jobs)
+    per_user = Counter(job.user.username for job in jobs)
     taken: list[Job] = []
     refused: list[int] = []
-    left: list[int] = []
-    for index, job in enumerate(jobs):
-        if index and time.monotonic() - started + worst_case > settings.JOBS_SUBMIT_LEASE_SECONDS:
-            left = [other.pk for other in jobs[index:]]
+    with contextlib.ExitStack() as opened:
+        submitters: dict[str, Submit] = {}
+        for index, job in enumerate(jobs):
+            if index and time.monotonic() - started + worst_case > settings.JOBS_SUBMIT_LEASE_SECONDS:
+                Job.objects.filter(pk__in=[other.pk for other in jobs[index:]],
+                                   state=JobState.QUEUED_IN_PORTAL).update(next_attempt_at=Now())
+                break
+            user = job.user.username
+            waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
+            try:
+                if user not in submitters:
+                    submitters[user] = opened.enter_context(slurm.submitter(user=user, jobs=per_user[user]))
+                job_output_dir_ensure(user=user, path=job.output_dir,
+                                      timeout=settings.SLURM_TIMEOUT_SECONDS / 4)
+                job.slurm_job_id = submitters[user](script=job.script, comment=job.slurm_comment,
+                                                    environment=environments[job.pk])
+            except SlurmTimedOut as error:
+                # slurmctld may have taken it: never again until a lookup a full cycle later finds nothing.
+                waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
+                               reason=f"Slurm did not answer in time ({error.message}); looking for the job "
+                                      "before trying again.")
+            except SlurmUnreachable as error:
+                waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
+                               next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
+            except SlurmRejected as error:
+                if waiting.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
+                                  ended_at=timezone.now()):
+                    refused.append(job.pk)
+                continue
+            else:
+                taken.append(job)
+                continue
+            Job.objects.filter(pk__in=[other.pk for other in jobs[index + 1:]],
+                               state=JobState.QUEUED_IN_PORTAL).update(
+                reason=SLURM_DOWN_REASON, next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
             break
-        waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
-        try:
-            job_output_dir_ensure(user=job.user.username, path=job.output_dir,
-                                  timeout=settings.SLURM_TIMEOUT_SECONDS / 4)
-            job.slurm_job_id = slurm.submit(script=job.script, user=job.user.username,
-                                            comment=job.slurm_comment, environment=environments[job.pk])
-        except SlurmTimedOut as error:
-            # slurmctld may have taken it: never again until a lookup a full cycle later finds nothing.
-            waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
-                           reason=f"Slurm did not answer in time ({error.message}); looking for the job "
-                                  "before trying again.")
-        except SlurmUnreachable as error:
-            waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
-                           next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
-        except SlurmRejected as error:
-            refused += [job.pk] if waiting.update(state=JobState.REJECTED, reason=error.message,
-                                                  next_attempt_at=None, ended_at=timezone.now()) else []
-            continue
-        else:
-            taken.append(job)
-            continue
-        Job.objects.filter(pk__in=[other.pk for other in jobs[index + 1:]], state=JobState.QUEUED_IN_PORTAL) \
-            .update(reason=SLURM_DOWN_REASON, next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
-        break
-    if left:
-        Job.objects.filter(pk__in=left, state=JobState.QUEUED_IN_PORTAL).update(next_attempt_at=Now())
     changed = [*refused, *_adopt(taken, slurm)]
     if changed:
         transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
