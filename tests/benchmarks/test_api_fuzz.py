@@ -10,20 +10,20 @@ from schemathesis import GenerationMode
 from portal.accounts.services import api_token_create
 from tests.benchmarks.factories import ResultFactory
 from tests.factories import UserFactory
-from tests.test_api_fuzz import CHECKS
+from tests.test_api_fuzz import CHECKS, api_server  # noqa: F401 - a fixture
 
 EXAMPLES = 25
 PATHS = r"^/api/v1/(benchmarks|references|usage)/"
 
 
 @pytest.fixture
-def api_schema(live_server, transactional_db):
-    return schemathesis.openapi.from_url(f"{live_server.url}/api/schema/").include(path_regex=PATHS)
+def api_schema(api_server):  # noqa: F811 - the imported fixture
+    return schemathesis.openapi.from_url(f"{api_server.url}/api/schema/").include(path_regex=PATHS)
 
 
 @pytest.mark.parametrize("username", ["alice", "ada"])
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
-def test_benchmark_api(api_schema, live_server, mode, username):
+def test_benchmark_api(api_schema, api_server, mode, username):  # noqa: F811
     user = UserFactory(username=username, is_staff=username == "ada")
     ResultFactory(user=user)
     cases = 0
@@ -43,7 +43,7 @@ def test_benchmark_api(api_schema, live_server, mode, username):
             cases += 1
             _, key = api_token_create(user=user, name="fuzz")
             case.call_and_validate(
-                base_url=live_server.url, headers={"Authorization": f"Token {key}"}, checks=CHECKS
+                base_url=api_server.url, headers={"Authorization": f"Token {key}"}, checks=CHECKS
             )
 
         try:

@@ -9,22 +9,22 @@ from schemathesis import GenerationMode
 from portal.core.report_tokens import report_token
 from tests.factories import JobFactory
 from tests.servers.factories import NotebookServerFactory
-from tests.test_api_fuzz import CHECKS
+from tests.test_api_fuzz import CHECKS, api_server  # noqa: F401 - a fixture
 
 EXAMPLES = 50
 
 
 @pytest.fixture
-def api_schema(live_server, transactional_db, monkeypatch):
+def api_schema(api_server, monkeypatch):  # noqa: F811 - the imported fixture
     # No sacct: what an `exited` report queues is tests/reports/test_api.py's business.
     monkeypatch.setattr("portal.reports.services.report_settle_dispatch", lambda **kwargs: None)
-    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/schema/")
+    schema = schemathesis.openapi.from_url(f"{api_server.url}/api/schema/")
     return schema.include(path_regex="^/api/v1/reports/")
 
 
 @pytest.mark.parametrize("kind", ["job", "session"])
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
-def test_reports_api(api_schema, live_server, mode, kind):
+def test_reports_api(api_schema, api_server, mode, kind):  # noqa: F811
     target = JobFactory(state="PENDING") if kind == "job" else NotebookServerFactory(job_id="5")
     headers = {"Authorization": f"Report {report_token(kind, target.pk)}"}
     statuses = []
@@ -34,7 +34,7 @@ def test_reports_api(api_schema, live_server, mode, kind):
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def run(case: schemathesis.Case) -> None:
-        statuses.append(case.call_and_validate(base_url=live_server.url, headers=headers,
+        statuses.append(case.call_and_validate(base_url=api_server.url, headers=headers,
                                                checks=CHECKS).status_code)
 
     run()
