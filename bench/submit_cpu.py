@@ -17,8 +17,9 @@ Another adapter is one more row: `("portal, slurmrestd adapter, single POSTs", "
 portal_single)`.
 
 How CPU is counted: per process, from /proc/<pid>/stat (user + system time of the process and of
-its reaped children), summed over slurmctld, slurmdbd (and slurmrestd), MariaDB, the bed's
-PostgreSQL and Redis, the bench's own gunicorn and Celery worker, and every process under them (a
+its reaped children), summed over slurmctld, slurmdbd (and slurmrestd), MariaDB, the backends of
+the bench's own PostgreSQL database (not the server's shared background processes), Redis, the
+bench's own gunicorn and Celery worker, and every process under them (a
 worker's sudo and sbatch, once reaped, are in the worker's children's time), plus the client's own
 reaped children (the raw row's sudo and sbatch are the submission, so they count; the client's own
 time does not). The row's window ends when every job holds a Slurm id plus SETTLE seconds (slurmdbd
@@ -67,8 +68,10 @@ JOB = {"template": "custom", "parameters": {"commands": "sleep 300", "gpus": 0, 
 
 
 # The shared services a submission goes through (the bench's own gunicorn and Celery are added by pid).
+# PostgreSQL: the backends of the bench's own database only (their process titles name it); the
+# server's other backends serve other work (other sessions' tests) and only add noise here.
 SERVICES = {"slurmctld": "", "slurmdbd": "", "slurmrestd": "", "mariadbd": "",
-            "postgres": f"-D {STATE}/postgres", "redis-server": ":6390"}
+            "postgres": " bench_submit ", "redis-server": ":6390"}
 STACK: list[int] = []  # pids of the bench's own gunicorn and Celery worker
 
 
