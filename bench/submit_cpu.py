@@ -8,13 +8,14 @@ jobs and returns once every one of them holds a Slurm job id):
 - raw `sudo -n -u alice sbatch`: the stock baseline, one process pair per job, the portal's own
   rendered script on stdin (so slurmctld sees the same job);
 - the portal, sudo adapter, one `POST /api/v1/jobs/` per job;
-- the portal, sudo adapter, batches of 100 (a JSON list, one request and one Celery task each).
+- the portal, sudo adapter, batches of 100 (a JSON list, one request and one Celery task each; the
+  task's sbatch calls run under one sudo, deploy/libexec/sbatch-batch);
+- the same two on the slurmrestd adapter (one POST to slurmrestd per job, no process).
 The portal rows run this checkout's code: the bench starts a gunicorn and a Celery worker of its own
 (with the bed's environment file and the adapter the row names), on their own port, their own Redis
 database and their own PostgreSQL database (bench_submit), so neither the running portal's worker
 nor its poll cycle ever takes their jobs.
-Another adapter is one more row: `("portal, slurmrestd adapter, single POSTs", "slurmrestd",
-portal_single)`.
+Another adapter is one more row: `(label, "<SLURM_ADAPTER>", portal_batch)`.
 
 How CPU is counted: per process, from /proc/<pid>/stat (user + system time of the process and of
 its reaped children), summed over slurmctld, slurmdbd (and slurmrestd), MariaDB, the backends of
