@@ -80,6 +80,17 @@ def api_schema(api_server, partitions, settings, monkeypatch):
     return schemathesis.openapi.from_url(f"{api_server.url}/api/schema/")
 
 
+def _nothing_to_negate(operation: schemathesis.APIOperation) -> bool:
+    """No body, no query, and every other parameter (path, the auth header and cookie) takes any
+    string: every request it can make is a valid one, so negative mode has no case to send.
+    Hypothesis would give up on it only after ~460 tries (Unsatisfiable), half a second an
+    operation; a third of the operations are like that."""
+    if len(operation.body) or len(operation.query):
+        return False
+    parameters = [*operation.path_parameters, *operation.headers, *operation.cookies]
+    return all(parameter.definition.get("schema") == {"type": "string"} for parameter in parameters)
+
+
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_api(api_schema, api_server, mode):
     user = UserFactory(username="alice")
@@ -87,6 +98,8 @@ def test_api(api_schema, api_server, mode):
     cases = 0
     for result in api_schema.get_all_operations():
         operation = result.ok()
+        if mode == GenerationMode.NEGATIVE and _nothing_to_negate(operation):
+            continue
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -103,5 +116,5 @@ def test_api(api_schema, api_server, mode):
         try:
             run()
         except Unsatisfiable:
-            assert mode == GenerationMode.NEGATIVE  # nothing to make invalid: no parameters, no body
+            assert mode == GenerationMode.NEGATIVE  # nothing to make invalid that _nothing_to_negate saw
     print(f"\nschemathesis {mode.value}: {cases} cases, 0 server errors")
