@@ -84,7 +84,8 @@ class JobListCreateApi(ListAPIView):
                     f"(1 to {MAX_ITEMS}) is a batch: each item is validated on its own, the valid ones are "
                     "submitted even when others are refused, and the answer (200) has one result per item, "
                     "in order: status 201 with the job, or the error a single submission of it would have "
-                    "got. An Idempotency-Key covers the whole batch.")
+                    "got. When no item has a job's shape (each breaks this schema), the answer is 400 "
+                    "naming `items`, each with its errors. An Idempotency-Key covers the whole batch.")
     def post(self, request: Request) -> Response:
         key = idempotency_key(request)
         if isinstance(request.data, list):
@@ -115,6 +116,10 @@ class JobListCreateApi(ListAPIView):
             requests.append(JobRequest(template=valid["template"], parameters=valid["parameters"],
                                        name=valid.get("name") or None, notify_email=valid.get("notify_email"),
                                        account=valid.get("account", "")))
+        if not any(isinstance(item, JobRequest) for item in requests):
+            # Not one item has a job's shape: the request is malformed as a whole, as for a single job.
+            raise InvalidInput({"items": {str(index): item.fields for index, item in enumerate(requests)
+                                          if isinstance(item, InvalidInput)}})
         results = jobs_submit_batch(user=request.user, items=requests, idempotency_key=key,
                                     request_digest=request_digest(items))
         submitted = sum(result.job is not None for result in results)

@@ -57,6 +57,17 @@ def test_a_bad_list_is_a_400_naming_items_and_submits_nothing(token_client, part
     assert Job.objects.count() == 0 and sent == []
 
 
+def test_a_list_where_no_item_has_a_jobs_shape_is_a_400_naming_each(token_client, partitions, sent,
+                                                                     django_capture_on_commit_callbacks):
+    # What the schema's fuzz sends as invalid data: every item breaks the request schema.
+    body = [{"template": -1.9, "notify_email": -88}, {"template": 99.0, "name": ""}]
+    response = _post(token_client, body, django_capture_on_commit_callbacks)
+    assert response.status_code == 400
+    fields = response.json()["fields"]["items"]
+    assert set(fields) == {"0", "1"} and "Not a valid string." in fields["0"]["template"]
+    assert Job.objects.count() == 0 and sent == []
+
+
 def test_hostile_items_are_refused_one_by_one_never_a_5xx(token_client, partitions, sent,
                                                           django_capture_on_commit_callbacks):
     deep: dict = {}
