@@ -122,13 +122,18 @@ def test_a_hostile_job_name_and_comment_hide_no_other_job(slurm):
         slurm.cancel(job_id=hostile, user="alice")
 
 
+def _job_script(name: str, output: str, options: str, command: str) -> str:
+    """A one-minute job of alice's, in her home, its output to `output`, saying it all in #SBATCH lines."""
+    return (f"#!/bin/bash\n#SBATCH --job-name={name} --time=1\n#SBATCH --mem=100M\n"
+            f"#SBATCH --chdir=/home/alice --output={output} {options}\n{command}\n")
+
+
 def test_a_job_runs_with_its_scripts_options_and_the_given_environment(slurm):
     # The portal's jobs say everything in #SBATCH lines (slurmrestd reads none: slurm/rest.py maps them).
     tag = uuid.uuid4().hex[:8]
     output = f"/home/alice/.adapter-test-{tag}.out"
-    script = (f"#!/bin/bash\n#SBATCH --job-name=adapter-{tag} --time=1\n#SBATCH --mem=100M\n"
-              f"#SBATCH --chdir=/home/alice --output={output} --error={output}\n"
-              'echo "dir=$(pwd) user=$(id -un) name=$SLURM_JOB_NAME url=$GPUPORTAL_URL"\n')
+    script = _job_script(f"adapter-{tag}", output, f"--error={output}",
+                         'echo "dir=$(pwd) user=$(id -un) name=$SLURM_JOB_NAME url=$GPUPORTAL_URL"')
     job_id = slurm.submit(script=script, user="alice", comment=f"gpuportal:{tag}",
                           environment={"GPUPORTAL_URL": "http://portal.test"})
     try:
@@ -147,9 +152,8 @@ def test_a_submitter_takes_several_jobs_answers_each_and_goes_on_after_a_refusal
     # On the command path one sudo runs deploy/libexec/sbatch-batch for all of them.
     tag = uuid.uuid4().hex[:8]
     output = f"/home/alice/.adapter-batch-{tag}.out"
-    good = (f"#!/bin/bash\n#SBATCH --job-name=batch-{tag} --time=1\n#SBATCH --mem=100M\n"
-            f"#SBATCH --chdir=/home/alice --output={output} --open-mode=append\n"
-            'echo "user=$(id -un) token=$GPUPORTAL_REPORT_TOKEN"\n')
+    good = _job_script(f"batch-{tag}", output, "--open-mode=append",
+                       'echo "user=$(id -un) token=$GPUPORTAL_REPORT_TOKEN"')
     refused = "#!/bin/bash\n#SBATCH --gres=gpu:5\n#SBATCH --time=1\ntrue\n"
     answers: list[str | Exception] = []
     with slurm.submitter(user="alice", jobs=3) as submit:
