@@ -15,7 +15,7 @@ from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import JobMetric, JobState
 from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import job_prepare
-from portal.jobs.services.submission import job_cancel, job_create, job_report_environment
+from portal.jobs.services.submission import job_cancel, job_create, jobs_report_environments
 from portal.tracking.job_runs import job_run_end, job_run_params, job_runs_create, job_runs_follow
 from portal.tracking.models import Experiment, LatestMetric, LifecycleStage, Metric, Run, RunStatus
 from portal.tracking.services import log_batch
@@ -49,7 +49,7 @@ def test_a_stored_job_is_a_scheduled_run_with_its_parameters_resources_and_tags(
     assert tags["mlflow.runName"] == "lr sweep by hand" and tags["mlflow.user"] == "alice"
     assert tags["gpuportal.template"] == "custom" and tags["slurm.partition"] == job.partition
     assert "slurm.job_id" not in tags  # not before sbatch answers
-    environment = job_report_environment(job=job)
+    environment = jobs_report_environments(jobs=[job])[job.pk]
     assert environment["MLFLOW_RUN_ID"] == run.run_id
     assert environment["MLFLOW_EXPERIMENT_NAME"] == "job-custom"
     assert environment["MLFLOW_TRACKING_TOKEN"]
@@ -83,7 +83,7 @@ def test_the_portals_account_may_hand_sbatch_every_variable_a_job_gets(partition
     every name a job's sbatch is handed (deploy/sudoers.d/gpuportal), or Slurm never sees the job."""
     user, draft = _job()
     job = job_create(user=user, draft=draft)
-    environment = job_report_environment(job=job)
+    environment = jobs_report_environments(jobs=[job])[job.pk]
     assert {"MLFLOW_RUN_ID", "MLFLOW_TRACKING_TOKEN", "GPUPORTAL_REPORT_TOKEN"} <= set(environment)
     # As slurm/runner.py hands them: by name through sudo (--preserve-env), in the environment.
     result = as_portal("/usr/bin/sudo", "-n", f"--preserve-env={','.join(environment)}", "-u", "alice",
@@ -97,8 +97,8 @@ def test_an_array_job_gets_no_run_so_each_task_makes_its_own(partitions):
     script = "\n".join([lines[0], "#SBATCH --array=0-3%2", *lines[1:]])
     job = job_create(user=user, draft=replace(draft, script=script))
     assert not Run.objects.filter(job=job).exists()
-    assert "MLFLOW_RUN_ID" not in job_report_environment(job=job)
-    assert "MLFLOW_TRACKING_TOKEN" in job_report_environment(job=job)
+    assert "MLFLOW_RUN_ID" not in jobs_report_environments(jobs=[job])[job.pk]
+    assert "MLFLOW_TRACKING_TOKEN" in jobs_report_environments(jobs=[job])[job.pk]
 
 
 def test_a_deleted_job_experiment_is_not_revived(partitions):
@@ -106,7 +106,8 @@ def test_a_deleted_job_experiment_is_not_revived(partitions):
     Experiment.objects.create(owner=user, name="job-custom", lifecycle_stage=LifecycleStage.DELETED,
                               artifact_location="file:///home/alice/x", creation_time=1, last_update_time=1)
     job = job_create(user=user, draft=draft)
-    assert not Run.objects.filter(job=job).exists() and "MLFLOW_RUN_ID" not in job_report_environment(job=job)
+    assert not Run.objects.filter(job=job).exists()
+    assert "MLFLOW_RUN_ID" not in jobs_report_environments(jobs=[job])[job.pk]
 
 
 def test_params_are_text_within_mlflows_limits():

@@ -232,10 +232,6 @@ def jobs_report_environments(*, jobs: Sequence[Job]) -> dict[int, dict[str, str]
     return environments
 
 
-def job_report_environment(*, job: Job) -> dict[str, str]:
-    return jobs_report_environments(jobs=[job])[job.pk]
-
-
 def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
     try:
         slurm.cancel(job_id=job_id, user=username)
