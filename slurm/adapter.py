@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from slurm import parsing
+from slurm.errors import SlurmTimedOut
 from slurm.runner import SlurmRunner, failure
 
 _JOB_ID = re.compile(r"^[1-9][0-9]{0,15}$")
@@ -116,11 +117,18 @@ class Slurm:
         helper = dataclasses.replace(self.runner, bin_dir=SBATCH_BATCH.parent)
         with helper.conversation(SBATCH_BATCH.name, [], as_user=user) as talk:
             def submit(*, script: str, comment: str, environment: Mapping[str, str] | None = None) -> str:
-                answer = json.loads(talk.ask(json.dumps(
-                    {"comment": comment, "environment": dict(environment or {}), "script": script})))
-                if "job_id" in answer:
-                    return str(answer["job_id"])
-                raise failure("sbatch", str(answer.get("stderr", "")), int(answer.get("status", 1)))
+                line = talk.ask(json.dumps({"comment": comment, "environment": dict(environment or {}),
+                                            "script": script}))
+                try:
+                    answer = json.loads(line)
+                    if "job_id" in answer:
+                        return str(answer["job_id"])
+                    status, stderr = int(answer["status"]), str(answer["stderr"])
+                except (ValueError, TypeError, KeyError):
+                    # Its sbatch may have run: uncertain, as a timeout is (looked up before any retry).
+                    raise SlurmTimedOut(f"{SBATCH_BATCH.name} answered what it should not: {line[:200]!r}") \
+                        from None
+                raise failure("sbatch", stderr, status)
             yield submit
 
     def cancel(self, *, job_id: str, user: str) -> None:
