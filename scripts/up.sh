@@ -5,8 +5,10 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-"$ROOT/slurm/dev/up.sh"
+# The portal's accounts first (scripts/install.sh): the bed grants them Slurm privileges, which
+# slurmdbd ties to their uids when granted.
 "$ROOT/scripts/install.sh"
+"$ROOT/slurm/dev/up.sh"
 mkdir -p "$RUN" "$LOG"
 
 # The account's home is root's (it holds the environment file root writes); run/ and log/ are the
@@ -29,7 +31,7 @@ HUB_SECRETS="$GPUPORTAL_STATE/hub/secrets.env"
 # The bed's apps gateway: 127.0.0.1:8002 is the hub proxy's API (spawners/hub.sh), so 8003.
 export APPS_GATEWAY_BIND="${APPS_GATEWAY_BIND:-127.0.0.1:8003}" APPS_ORIGIN="${APPS_ORIGIN:-http://apps.localhost:8003}"
 SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL|CONTAINERS|APPS)_[A-Z0-9_]+$'
-SETTINGS+='|^(SLURM_(BIN_DIR|EXEC_PREFIX|TIMEOUT_SECONDS|POLL_SECONDS|CONF)|DATABASE_URL|REDIS_URL|TIME_ZONE'
+SETTINGS+='|^(SLURM_(BIN_DIR|EXEC_PREFIX|TIMEOUT_SECONDS|POLL_SECONDS|CONF|PROJECTS_PARENT_ACCOUNT)|DATABASE_URL|REDIS_URL|TIME_ZONE'
 SETTINGS+='|LOG_LEVEL|STATIC_ROOT)$'
 SECRETS='^(DJANGO_SECRET_KEY|JUPYTERHUB_API_TOKEN|JUPYTERHUB_OAUTH_CLIENT_SECRET)$'
 portal_env_write() {

@@ -201,9 +201,12 @@ class Slurm:
                     members[account].add(user)
         return members
 
-    def account_add(self, *, account: str, description: str) -> None:
-        self.runner.run("sacctmgr", ["--immediate", "add", "account", _accounts([account])[0],
-                                     f"Description={description}", f"Organization={account}"])
+    def account_add(self, *, account: str, parent: str, description: str) -> None:
+        """A new account under `parent`: the portal's account coordinates `parent` (docs/deploy.md),
+        which lets it add accounts below it and nowhere else."""
+        child, parent = _accounts([account, parent])
+        self.runner.run("sacctmgr", ["--immediate", "add", "account", child, f"Parent={parent}",
+                                     f"Description={description}", f"Organization={child}"])
 
     def account_users_add(self, *, account: str, users: Sequence[str]) -> None:
         if users:

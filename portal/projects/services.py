@@ -5,13 +5,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from portal.accounts.ldap import group_members
 from portal.projects.models import Project, ProjectUsageDay
 from slurm.adapter import Slurm
-from slurm.errors import SlurmError
+from slurm.errors import SlurmError, SlurmRejected
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) ->
         account = project.slurm_account
         members = group_members(project.ldap_group).usernames
         if account not in existing:
-            slurm.account_add(account=account, description=f"gpuportal project {project.name}")
+            _account_add(slurm, project)
             report.accounts_added.append(account)
         have = existing.get(account, set())
         if missing := sorted(members - have):
@@ -55,6 +56,22 @@ def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) ->
             report.budgets_set[account] = minutes
         Project.objects.filter(pk=project.pk).update(synced_at=timezone.now())
     return report
+
+
+def _account_add(slurm: Slurm, project: Project) -> None:
+    """A project's new account, under the parent the portal's account coordinates. Slurm's refusal
+    says what an administrator must grant, since only they can."""
+    parent, operator = settings.SLURM_PROJECTS_PARENT_ACCOUNT, settings.SLURM_OPERATOR_ACCOUNT
+    try:
+        slurm.account_add(account=project.slurm_account, parent=parent,
+                          description=f"gpuportal project {project.name}")
+    except SlurmRejected as error:
+        raise SlurmRejected(
+            f"Slurm refused to create account {project.slurm_account} under {parent} "
+            f"({error.message.strip()}). A Slurm administrator grants this once: "
+            f"`sacctmgr -i add account {parent}` (if it does not exist) and "
+            f"`sacctmgr -i add coordinator account={parent} names={operator}`; see the deployment "
+            "guide, \"Projects: the portal's account coordinates their parent\".") from error
 
 
 def projects_usage_refresh(*, slurm: Slurm, now: datetime) -> int:

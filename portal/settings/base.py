@@ -190,6 +190,10 @@ SLURM_TOKEN_LIFESPAN_SECONDS = env.int("SLURM_TOKEN_LIFESPAN_SECONDS", default=6
 SLURM_TOKEN_RENEW_SECONDS = env.int("SLURM_TOKEN_RENEW_SECONDS", default=120)
 # The portal's own account (a Slurm Operator): slurmrestd reads and time limits go out as it.
 SLURM_OPERATOR_ACCOUNT = env("SLURM_OPERATOR_ACCOUNT", default="gpuportal")
+# The Slurm account the projects' accounts are made under (portal.projects). An administrator creates
+# it once and makes SLURM_OPERATOR_ACCOUNT its coordinator (docs/deploy.md): that is all the
+# privilege projects_sync needs to add accounts, members and budgets below it.
+SLURM_PROJECTS_PARENT_ACCOUNT = env("SLURM_PROJECTS_PARENT_ACCOUNT", default="projects")
 
 # --- Software environments (portal.environments) ---
 # Built by scripts/envs/build.sh, one prefix per environment with its manifest (gpuportal-env.json).

@@ -18,7 +18,7 @@ def test_exact_command_lines():
     runner = _Runner("vision|\nvision|alice\nnlp|\n")
     slurm = Slurm(runner)
     assert slurm.account_members(accounts=["vision", "nlp"]) == {"vision": {"alice"}, "nlp": set()}
-    slurm.account_add(account="vision", description="gpuportal project vision")
+    slurm.account_add(account="vision", parent="projects", description="gpuportal project vision")
     slurm.account_users_add(account="vision", users=["alice", "bob"])
     slurm.account_users_remove(account="vision", users=["eve"])
     slurm.account_budget_set(account="vision", minutes=30000)
@@ -28,8 +28,8 @@ def test_exact_command_lines():
     assert runner.calls == [
         ["sacctmgr", "--noheader", "--parsable2", "list", "assoc", "account=vision,nlp",
          "format=Account,User"],
-        ["sacctmgr", "--immediate", "add", "account", "vision", "Description=gpuportal project vision",
-         "Organization=vision"],
+        ["sacctmgr", "--immediate", "add", "account", "vision", "Parent=projects",
+         "Description=gpuportal project vision", "Organization=vision"],
         ["sacctmgr", "--immediate", "add", "user", "alice,bob", "account=vision"],
         ["sacctmgr", "--immediate", "delete", "user", "eve", "account=vision"],
         ["sacctmgr", "--immediate", "modify", "account", "vision", "set", "GrpTRESMins=gres/gpu=30000"],

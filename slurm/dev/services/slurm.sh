@@ -174,21 +174,40 @@ slurm_accounts() {
   for u in $(demo_uids); do
     grep -qx "$SLURM_ACCOUNT|$u" <<<"$have" || sacctmgr -i add user "$u" account="$SLURM_ACCOUNT" cluster=gpuportal >/dev/null
   done
-  slurm_portal_operator
+  slurm_portal_grants
 }
 
-# The portal's service account raises running jobs' time limits (walltime extension:
-# `scontrol update JobId=N TimeLimit=M`, slurm/adapter.py), which a plain Slurm user
-# may only lower: it is a Slurm Operator. See docs/deploy.md.
+# The portal's service account (scripts/install.sh creates it) and what Slurm lets it do, as
+# docs/deploy.md tells an administrator to grant it:
+# - Operator: it raises running jobs' time limits (walltime extension: `scontrol update JobId=N
+#   TimeLimit=M`, slurm/adapter.py), which a plain Slurm user may only lower;
+# - coordinator of the projects' parent account (SLURM_PROJECTS_PARENT_ACCOUNT, made here as root):
+#   projects_sync adds the projects' accounts below it, their members and budgets.
+# slurmdbd maps a Slurm user to its uid when the user is added: one added before its Unix account
+# exists has no uid, and every privileged request of that account is denied. So nothing is granted
+# until the account exists.
 SLURM_PORTAL_OPERATOR=gpuportal
-slurm_portal_operator() {
-  local level
+SLURM_PROJECTS_PARENT=${SLURM_PROJECTS_PARENT_ACCOUNT:-projects}
+slurm_portal_grants() {
+  local level coordinators
+  if ! id -u "$SLURM_PORTAL_OPERATOR" >/dev/null 2>&1; then
+    log "slurm: no Unix account $SLURM_PORTAL_OPERATOR yet: its Slurm grants wait for scripts/install.sh"
+    return 0
+  fi
   level=$(sacctmgr -n -P list user "$SLURM_PORTAL_OPERATOR" format=adminlevel)
   if [[ -z $level ]]; then
     sacctmgr -i add user "$SLURM_PORTAL_OPERATOR" account="$SLURM_ACCOUNT" cluster=gpuportal \
       adminlevel=Operator >/dev/null
   elif [[ $level != Operator ]]; then
     sacctmgr -i modify user "$SLURM_PORTAL_OPERATOR" set adminlevel=Operator >/dev/null
+  fi
+  coordinators=$(sacctmgr -n -P list account "$SLURM_PROJECTS_PARENT" withcoord format=account,coordinators)
+  if [[ -z $coordinators ]]; then
+    sacctmgr -i add account "$SLURM_PROJECTS_PARENT" cluster=gpuportal \
+      Description="gpuportal projects" Organization=gpuportal >/dev/null
+  fi
+  if ! grep -qE "[|,]$SLURM_PORTAL_OPERATOR(,|\$)" <<<"$coordinators"; then
+    sacctmgr -i add coordinator account="$SLURM_PROJECTS_PARENT" names="$SLURM_PORTAL_OPERATOR" >/dev/null
   fi
 }
 
