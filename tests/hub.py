@@ -24,6 +24,7 @@ from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.servers.hub import JupyterHub
 from tests.poll_helpers import slurm_poll
 from tests.ports import free_ports
+from tests.slurm_waits import SLURM_PATIENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 HUB_SH = ROOT / "spawners/hub.sh"
@@ -169,7 +170,8 @@ def portal_hub(hub, settings, transactional_db, slurm, settle_in_background):
     hub_oauth_application_ensure()
     # Bounded wait: a fault test before this one may have just restarted slurmctld. The cycle also
     # publishes the policy the hub reads.
-    wait_for(lambda: slurm_poll(slurm=slurm).error == "", 60, "a successful Slurm poll", interval=1)
+    wait_for(lambda: slurm_poll(slurm=slurm).error == "", SLURM_PATIENCE, "a successful Slurm poll",
+             interval=1)
     yield hub
     hub.stop_all_servers()
 
@@ -217,12 +219,6 @@ def job_gpu_indexes(job_id: str) -> str:
     out = subprocess.run(["scontrol", "show", "job", "-d", job_id], capture_output=True, text=True,
                          check=True).stdout
     return re.search(r"GRES=\S*\(IDX:([^)]+)\)", out)[1]
-
-
-def squeue_state(job_id: str) -> str:
-    out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
-                         check=False)
-    return out.stdout.strip()
 
 
 def _in_threads(monkeypatch, task, method: str, run):

@@ -25,6 +25,7 @@ from tests.accounts.conftest import LDAP, SUFFIX, token_of
 from tests.factories import AppFactory, UserFactory
 from tests.jobs.conftest import polled  # noqa: F401 (a fixture bobs_work asks for)
 from tests.poll_helpers import slurm_poll
+from tests.slurm_waits import SLURM_PATIENCE, still_live, wait_until_gone
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
 REASON = "Deprovisioned: no longer in portal-users."
@@ -41,22 +42,6 @@ def _sbatch(slurm, *, user: str, comment: str, name: str = "deprov-test") -> str
     script = (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --time=10\n#SBATCH --chdir=/home/{user}\n"
               "#SBATCH --output=/dev/null\n#SBATCH --cpus-per-task=1 --mem=100M\nsleep 600\n")
     return slurm.submit(script=script, user=user, comment=comment)
-
-
-def _live(job_ids: list[str]) -> dict[str, str]:
-    """The jobs of these ids squeue still lists as waiting or running."""
-    out = subprocess.run(["squeue", "-h", "--states=all", "-j", ",".join(job_ids), "-o", "%i %T"],
-                         capture_output=True, text=True, check=False).stdout
-    rows = dict(line.split() for line in out.splitlines() if line.strip())
-    return {job_id: state for job_id, state in rows.items()
-            if state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED")}
-
-
-def _until_gone(job_ids: list[str], timeout: float = 20.0) -> dict[str, str]:
-    deadline = time.monotonic() + timeout
-    while (live := _live(job_ids)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return live
 
 
 @pytest.fixture
@@ -93,8 +78,8 @@ def bobs_work(slurm, api_client, request):
     try:
         yield work
     finally:
-        for job_id in _live([in_slurm.slurm_job_id, server.job_id, board.slurm_job_id, pull.slurm_job_id,
-                             stray]):
+        for job_id in still_live([in_slurm.slurm_job_id, server.job_id, board.slurm_job_id,
+                                  pull.slurm_job_id, stray]):
             subprocess.run(["scancel", job_id], check=False)
 
 
@@ -103,20 +88,20 @@ def test_a_user_who_left_has_all_their_work_ended_within_one_cycle(
     work = bobs_work
     tracked = [work["in_slurm"].slurm_job_id, work["server"].job_id, work["board"].slurm_job_id,
                work["pull"].slurm_job_id]
-    assert set(_live([*tracked, work["stray"]])) == {*tracked, work["stray"]}
+    assert set(still_live([*tracked, work["stray"]])) == {*tracked, work["stray"]}
     bob_leaves()
     try:
         with django_capture_on_commit_callbacks(execute=True):  # the worker's task (eager here)
             assert directory_sync() == ["bob"]
     finally:
         bob_leaves.restore()  # the shared directory gets bob back at once: the rest needs no LDAP
-    assert _until_gone(tracked) == {}, "the worker left bob's jobs in Slurm"
+    wait_until_gone(tracked, "bob's jobs, which the worker cancels")
     slurm_poll(slurm=slurm)  # one cycle: the stray goes, and the records settle
-    assert _until_gone([work["stray"]]) == {}, "the poll cycle left bob's untracked portal job"
+    wait_until_gone([work["stray"]], "bob's untracked portal job, which the poll cycle cancels")
     in_slurm = Job.objects.get(pk=work["in_slurm"].pk)
-    for _ in range(10):  # accounting may lag a cancel by a moment; the next cycles ask again
-        if in_slurm.state != JobState.PENDING:
-            break
+    deadline = time.monotonic() + SLURM_PATIENCE
+    # Accounting may lag a cancel; the next cycles ask again.
+    while in_slurm.state == JobState.PENDING and time.monotonic() < deadline:
         time.sleep(1)
         slurm_poll(slurm=slurm)
         in_slurm.refresh_from_db()

@@ -8,6 +8,7 @@ import pytest
 
 from portal.jobs.models import Job, JobState
 from tests.poll_helpers import slurm_poll
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -43,7 +44,7 @@ def test_compose_preview_submit_follow_log_and_cancel(page, live_server, slurm):
         # What was previewed is what was submitted.
         assert job.slurm_job_id and job.script.strip() == script.strip()
         # The page tails the log on its own; the poll cycle (beat's job) runs here in the test.
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + SLURM_PATIENCE
         while "tick 3" not in page.locator("#stdout").inner_text():
             assert time.monotonic() < deadline, page.locator("#log-status").inner_text()
             slurm_poll(slurm=slurm)
@@ -57,7 +58,7 @@ def test_compose_preview_submit_follow_log_and_cancel(page, live_server, slurm):
         page.screenshot(path=ARTIFACTS / "job-log.png", full_page=True)
 
         page.click("#cancel-button")
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + SLURM_PATIENCE
         while page.locator("#job-state .badge").get_attribute("data-state") != "CANCELLED":
             assert time.monotonic() < deadline
             slurm_poll(slurm=slurm)

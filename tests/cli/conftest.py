@@ -23,6 +23,7 @@ from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
+from tests.slurm_waits import SLURM_PATIENCE
 
 GPUPORTAL = Path(sys.executable).with_name("gpuportal")
 
@@ -96,7 +97,8 @@ def poller(transactional_db, slurm):
     left behind."""
     stop = threading.Event()
     # The partitions must be known before the first submission; slurmctld may be restarting.
-    wait_for(lambda: slurm_poll(slurm=slurm).error == "", 60, "a successful Slurm poll", interval=1)
+    wait_for(lambda: slurm_poll(slurm=slurm).error == "", SLURM_PATIENCE, "a successful Slurm poll",
+             interval=1)
 
     def run() -> None:
         try:

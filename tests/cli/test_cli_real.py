@@ -15,7 +15,8 @@ import pytest
 from gpuportal_cli.client import Exit
 from portal.webapps.catalog import catalog_sync
 from tests.cli.conftest import GPUPORTAL, login
-from tests.hub import squeue_state, wait_for
+from tests.hub import wait_for
+from tests.slurm_waits import SLURM_PATIENCE, wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -96,12 +97,13 @@ def test_cancel_a_long_job(logged_in, poller):
     submitted = logged_in("--json", "submit", "custom", "-p", "commands=sleep 300", "--gpus", "0",
                           "--time", "10")
     job = submitted.json()
-    wait_for(lambda: job_state(logged_in, job["id"]) == "RUNNING", 60, "the job to run", interval=1)
+    wait_for(lambda: job_state(logged_in, job["id"]) == "RUNNING", SLURM_PATIENCE, "the job to run",
+             interval=1)
     done = logged_in("--json", "cancel", str(job["id"]), "--wait", "--interval", "0.5")
     assert done.returncode == 0, done.stderr
     assert done.json()["state"] == "CANCELLED"
     slurm_job = done.json()["slurm_job_id"]
-    wait_for(lambda: squeue_state(slurm_job) == "", 30, "the Slurm job to leave the queue")
+    wait_until_gone([slurm_job], "the cancelled job")
     listed = logged_in("--json", "jobs", "--state", "CANCELLED").json()
     assert [j["id"] for j in listed] == [job["id"]]
 
@@ -132,7 +134,7 @@ def test_tensorboard_start_list_stop(logged_in, poller, empty_logdir):
     stopped = logged_in("--json", "tensorboard", "stop", str(board["id"]))
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.json()["state"] == "ended" and "Stopped by you" in stopped.json()["reason"]
-    wait_for(lambda: squeue_state(board["slurm_job_id"]) == "", 30, "TensorBoard's Slurm job to end")
+    wait_until_gone([board["slurm_job_id"]], "the stopped TensorBoard's job")
 
 
 def test_the_console_script_is_installed_in_the_venv():

@@ -10,6 +10,7 @@ import pytest
 
 from portal.jobs.models import TERMINAL_STATES, JobState
 from tests.jobs.conftest import poll_until
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("polled", "cleanup_jobs")]
@@ -41,7 +42,7 @@ def test_a_busy_gpu_shows_in_the_jobs_gpu_figures_within_seconds(token_client, s
     # Stopped: gpu-busy puts the GPU's state back (scancel's SIGTERM), nvidia-smi shows it idle.
     token_client.post(f"/api/v1/jobs/{job_id}/cancel/")
     node = job.node_list
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SLURM_PATIENCE
     while True:
         out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
                               "-i", str(gpu["gpu"])], capture_output=True, text=True, check=True,

@@ -23,9 +23,10 @@ from portal.jobs.models import TERMINAL_STATES, JobState
 from portal.servers.models import NotebookServer
 from portal.servers.services import server_start, server_stop
 from tests.factories import UserFactory
-from tests.hub import job_gpu_indexes, squeue_state, wait_for
+from tests.hub import job_gpu_indexes, wait_for
 from tests.jobs.conftest import poll_until
 from tests.servers.test_servers_real import ready_server
+from tests.slurm_waits import squeue_state, wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 GPU_DIR = Path("/var/lib/gpuportal/gpu")
@@ -123,7 +124,7 @@ def test_a_busy_kernel_keeps_an_idle_gpu_session_keep_it_restarts_the_window_the
         kinds = IdleEvent.objects.filter(session=server).order_by("at").values_list("kind", flat=True)
         assert list(kinds) == ["warned", "kept", "warned", "stopped"]
         assert IdleEvent.objects.get(session=server, kind="stopped").reclaimed_gpu_hours > 0.9
-        wait_for(lambda: squeue_state(job_id) in ("", "COMPLETING", "CANCELLED"), 30, "the job to end")
+        wait_until_gone([job_id], "the idle session's job")
         wait_for(lambda: NotebookServer.objects.get(pk=server.pk).end_reason == "idle_gpus", 5,
                  "the reason to stay (the job's exited report must not overwrite it)")
     finally:

@@ -6,6 +6,7 @@ import pytest
 from portal.jobs.models import IN_SLURM_STATES, Job
 from slurm.errors import SlurmError
 from tests.poll_helpers import slurm_poll
+from tests.slurm_waits import SLURM_PATIENCE
 
 
 @pytest.fixture
@@ -13,7 +14,7 @@ def polled(slurm):
     """A cluster snapshot, so the portal knows the partitions and their limits.
 
     Waits (bounded) while another test of the shared cluster has slurmctld stopped."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SLURM_PATIENCE
     while True:
         status = slurm_poll(slurm=slurm)
         if status.error == "" or time.monotonic() > deadline:
@@ -32,7 +33,7 @@ def cleanup_jobs(slurm):
             slurm.cancel(job_id=job.slurm_job_id, user=job.user.username)
 
 
-def poll_until(slurm, job_id, states, timeout=60.0):
+def poll_until(slurm, job_id, states, timeout=SLURM_PATIENCE):
     """Run the poll cycle (as beat would) until the job reaches one of `states`."""
     deadline = time.monotonic() + timeout
     while True:

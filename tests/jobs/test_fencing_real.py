@@ -17,6 +17,7 @@ from slurm.adapter import Slurm
 from slurm.runner import SlurmRunner
 from tests.conftest import ROOT
 from tests.factories import UserFactory
+from tests.slurm_waits import SLURM_PATIENCE, wait_until_gone
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 CUSTOM = {"commands": "sleep 30", "gpus": 0, "time_limit": 5}
@@ -71,7 +72,7 @@ def test_an_sbatch_that_times_out_before_slurmctld_takes_the_job_gives_one_slurm
         assert job.state == JobState.QUEUED_IN_PORTAL and job.submit_attempts == 1
 
         # slurmctld registers the late job; a lookup a full cycle after the timeout adopts it.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SLURM_PATIENCE
         while job.state == JobState.QUEUED_IN_PORTAL:
             assert time.monotonic() < deadline, job.reason
             time.sleep(1)
@@ -96,9 +97,7 @@ def test_a_second_slurm_job_with_a_tracked_jobs_comment_is_cancelled_and_recorde
         job.refresh_from_db()
         assert [entry[1] for entry in job.slurm_duplicates] == [planted]
         assert job.state in (JobState.PENDING, JobState.RUNNING)  # the tracked one lives on
-        state = subprocess.run(["squeue", "-h", "-t", "all", "-j", planted, "-o", "%T"], capture_output=True,
-                               text=True, check=False).stdout.strip()
-        assert state in ("CANCELLED", "COMPLETING", ""), state
+        wait_until_gone([planted], "the planted duplicate")
     finally:
         subprocess.run(["scancel", planted, job.slurm_job_id], check=False)
 

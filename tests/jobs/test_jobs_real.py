@@ -13,6 +13,7 @@ from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_create
 from tests.conftest import ROOT
 from tests.jobs.conftest import poll_until
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db,
               pytest.mark.usefixtures("polled", "cleanup_jobs")]
@@ -142,7 +143,7 @@ def test_rejection_message_is_stored(token_client, slurm, settings):
     assert "Memory specification can not be satisfied" in body["reason"]
 
 
-def _slurm_jobs_of(slurm, job, timeout=15.0):
+def _slurm_jobs_of(slurm, job, timeout=SLURM_PATIENCE):
     """Slurm jobs carrying this portal job's id, once accounting has recorded any (bounded wait)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -175,7 +176,7 @@ def test_retry_adopts_the_job_slurm_already_has(commands, user, slurm):
     job = job_create(user=user, draft=draft)
     slurm_job_id = slurm.submit(script=job.script, user="alice", comment=job.slurm_comment)
     if commands == "true":
-        poll_deadline = time.monotonic() + 30
+        poll_deadline = time.monotonic() + SLURM_PATIENCE
         while any(row.end_time is None for row in _slurm_jobs_of(slurm, job)):
             assert time.monotonic() < poll_deadline
             time.sleep(0.5)

@@ -19,6 +19,7 @@ from portal.projects.services import projects_sync
 from portal.waits.models import Waiting
 from tests.jobs.conftest import poll_until
 from tests.poll_helpers import slurm_poll
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db,
               pytest.mark.usefixtures("polled", "cleanup_jobs")]
@@ -83,7 +84,7 @@ def test_a_spent_budget_holds_the_next_job_in_words_and_the_other_project_runs(
     assert f"#SBATCH --account={spent.slurm_account}" in Job.objects.get(pk=held["id"]).script
 
     poll_until(slurm, ran["id"], {JobState.RUNNING, JobState.COMPLETED}, timeout=90)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SLURM_PATIENCE
     while not Waiting.objects.filter(job_id=Job.objects.get(pk=held["id"]).slurm_job_id,
                                      reason="AssocGrpGRESMinutes").exists():
         assert time.monotonic() < deadline, "Slurm never held the job for its budget"

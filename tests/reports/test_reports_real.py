@@ -31,6 +31,7 @@ from tests.factories import UserFactory
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
 from tests.servers.test_servers_real import ready_server
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 BROKER = "redis://127.0.0.1:6390/13"  # a database of its own: the dev worker listens on /0
@@ -89,7 +90,7 @@ def alice_api(transactional_db, live_server, slurm):
             slurm.cancel(job_id=job.slurm_job_id, user="alice")
 
 
-def _follow(job_id: int, timeout: float = 60) -> dict[str, tuple[float, Job]]:
+def _follow(job_id: int, timeout: float = SLURM_PATIENCE) -> dict[str, tuple[float, Job]]:
     """Watch the test database (every 20 ms) and note when the job was first seen in each state."""
     seen: dict[str, tuple[float, Job]] = {}
     deadline = time.monotonic() + timeout
@@ -136,7 +137,7 @@ def test_a_cancelled_job_reports_its_exit_from_the_sigterm_trap(partitions, alic
     response = alice_api.post(f"{live_server.url}/api/v1/jobs/", json={
         "template": "custom", "parameters": {"commands": "sleep 120", "gpus": 0, "time_limit": 5}})
     job_id = response.json()["id"]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SLURM_PATIENCE
     while Job.objects.get(pk=job_id).state != JobState.RUNNING:  # its own `started` report
         assert time.monotonic() < deadline, worker.read_text()
         time.sleep(0.02)
@@ -175,8 +176,8 @@ def test_a_session_reports_started_ready_and_exited(portal_hub, live_server, slu
     assert row.end_reason == NotebookServer.EndReason.ENDED
     # Then Slurm's record replaces the report's time (whole seconds).
     accounted = wait_for(lambda: next((r for r in slurm.accounting(job_ids=[job_id]).rows if r.end_time),
-                                      None), 15, "the job's end in accounting")
-    wait_for(lambda: NotebookServer.objects.get(pk=server.pk).ended_at == accounted.end_time, 15,
+                                      None), SLURM_PATIENCE, "the job's end in accounting")
+    wait_for(lambda: NotebookServer.objects.get(pk=server.pk).ended_at == accounted.end_time, SLURM_PATIENCE,
              "the end time from accounting")
     print(f"\nsession {job_id}: ended in the portal {ended_after:.2f} s after the hub was asked to stop it "
           "(the hub's DELETE answers once the job is gone)")

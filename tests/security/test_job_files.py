@@ -17,6 +17,7 @@ from slurm.runner import SlurmRunner
 from slurm.user_files import JOB_FILES, OutputUnsafe, job_output_dir_create, job_output_read
 from tests.factories import JobFactory, UserFactory
 from tests.security.conftest import AS_PORTAL, PORTAL_SUDO, alice_file, job_files_as, new_uuid, run
+from tests.slurm_waits import SLURM_PATIENCE
 
 # The runner exactly as the portal's processes have it: their account, then SLURM_EXEC_PREFIX.
 RUNNER = SlurmRunner(bin_dir=JOB_FILES.parent, exec_prefix=(*AS_PORTAL, *PORTAL_SUDO), timeout=20)
@@ -203,7 +204,7 @@ def test_a_real_job_output_is_read_and_the_job_does_not_inherit_the_portals_secr
               "echo \"hello from $(id -un)\"\nenv | sort\n")
     job_id = slurm.submit(script=script, user="alice", comment=f"gpuportal:{job}")
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SLURM_PATIENCE
         while run(["squeue", "-h", "-j", job_id]).stdout.strip() and time.monotonic() < deadline:
             time.sleep(0.5)
         output = job_output_read(user="alice", job_uuid=job, stream="stdout", offset=0, limit=65536,

@@ -15,9 +15,10 @@ from portal.policy.models import ResourceProfile
 from portal.servers.models import NotebookServer
 from tests.chromium import CHROMIUM_ARGS
 from tests.cluster.shape import gpu_nodes
-from tests.hub import job_gpu_indexes, squeue_state, wait_for
+from tests.hub import job_gpu_indexes, wait_for
 from tests.notebook_templates import cluster_notebook
 from tests.servers.test_servers_real import _blocker
+from tests.slurm_waits import wait_until_gone
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -117,7 +118,7 @@ def _scenario(page, portal_hub, live_server):
     assert page.locator('#active-cards [data-server="browser"]').count() == 0
     page.click("#recent-sessions summary")
     assert "ended: Stopped by you" in page.locator('#recent-sessions [data-server="browser"]').inner_text()
-    wait_for(lambda: squeue_state(job_id) == "", 30, "the Slurm job to end")
+    wait_until_gone([job_id], "the stopped session's job")
 
 
 def test_a_profile_session_goes_queued_starting_ready_without_a_reload(portal_hub, live_server,

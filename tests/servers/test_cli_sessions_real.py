@@ -5,7 +5,7 @@ import pytest
 
 from gpuportal_cli.client import Exit
 from tests.cli.conftest import cli, logged_in  # noqa: F401 (fixtures)
-from tests.hub import squeue_state, wait_for
+from tests.slurm_waits import wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -25,5 +25,5 @@ def test_session_start_open_and_stop_through_the_hub(request, portal_hub):
 
     stopped = alice_cli("session", "stop", "cli-real")
     assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: squeue_state(card["job_id"]) == "", 30, "the server's Slurm job to end")
+    wait_until_gone([card["job_id"]], "the stopped server's job")
     assert alice_cli("open", "cli-real").returncode == Exit.CONFLICT  # ended: nothing to open

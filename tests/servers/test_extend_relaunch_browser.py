@@ -15,6 +15,7 @@ from portal.servers.models import NotebookServer
 from tests.chromium import CHROMIUM_ARGS
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -98,6 +99,7 @@ def _scenario(page, live_server):
     page.locator("#open-longer-2").wait_for(timeout=240000)
     relaunched = NotebookServer.objects.get(name="longer-2", ended_at__isnull=True)
     assert relaunched.hours == 2.5
-    wait_for(lambda: NotebookServer.objects.get(pk=relaunched.pk).job_id, 30, "the relaunch's job id")
+    wait_for(lambda: NotebookServer.objects.get(pk=relaunched.pk).job_id, SLURM_PATIENCE,
+             "the relaunch's job id")
     assert _time_limit(NotebookServer.objects.get(pk=relaunched.pk).job_id) == "02:30:00"
     page.screenshot(path=ARTIFACTS / "session-relaunched.png", full_page=True)

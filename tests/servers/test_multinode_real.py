@@ -15,9 +15,10 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import server_start, server_stop
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
-from tests.hub import STATE_DIR, Hub, job_env, squeue_state, wait_for
+from tests.hub import STATE_DIR, Hub, job_env, wait_for
 from tests.ports import free_ports
 from tests.servers.test_notebooks_real import Kernel
+from tests.slurm_waits import wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -50,7 +51,7 @@ def test_srun_in_a_two_node_session_reaches_both_nodes(portal_hub):
     assert server_host in srun_hosts, out
 
     server_stop(server=NotebookServer.objects.get(user=alice, name="two-nodes"))
-    wait_for(lambda: squeue_state(job_id) == "", 30, "the 2-node job to leave the queue")
+    wait_until_gone([job_id], "the stopped 2-node job")
 
 
 @pytest.fixture
@@ -111,4 +112,4 @@ def test_hub_set_up_for_a_service_node_reaches_the_server_by_node_name(service_n
     assert f"0.0.0.0:{port}" in listening, listening
 
     hub.request("DELETE", "/users/alice/servers/remote", json={"remove": True})
-    wait_for(lambda: squeue_state(job_id) == "", 30, "the server's job to leave the queue")
+    wait_until_gone([job_id], "the stopped server's job")

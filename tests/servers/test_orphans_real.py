@@ -14,8 +14,8 @@ from portal.servers.models import NotebookServer
 from portal.servers.services import JOB_NAME_PREFIX
 from slurm.errors import SlurmError
 from tests.factories import UserFactory
-from tests.hub import squeue_state, wait_for
 from tests.servers.factories import NotebookServerFactory
+from tests.slurm_waits import squeue_state, wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
@@ -57,8 +57,8 @@ def test_one_cycle_cancels_the_job_of_an_ended_session_and_not_a_live_ones(slurm
     report = poll_cycle(slurm=slurm)
     cycle = time.monotonic() - started
     assert report.ran and report.servers_orphans_cancelled == 1
-    wait_for(lambda: squeue_state(leaked) in ("", "CANCELLED"), 30, "the ended session's job to go")
-    print(f"\npoll cycle {cycle:.2f} s; job {leaked} left the queue "
+    wait_until_gone([leaked], "the ended session's job")
+    print(f"\npoll cycle {cycle:.2f} s; job {leaked} gone "
           f"{time.monotonic() - started:.2f} s after the cycle began")
     assert squeue_state(live) in ("PENDING", "RUNNING")
     assert NotebookServer.objects.get(pk=running.pk).ended_at is None

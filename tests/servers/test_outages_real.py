@@ -20,6 +20,7 @@ from tests.factories import UserFactory
 from tests.hub import STATE_DIR, portal_login, wait_for
 from tests.poll_helpers import slurm_poll
 from tests.servers.test_servers_real import ready_server
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 LIMIT_SECONDS = 0.1
@@ -105,7 +106,7 @@ def test_with_slurmctld_down_reads_answer_at_once_and_say_so(portal_hub, live_se
         _assert_fast_and_stale(live_server, session, "Slurm is not answering", "slurmctld stopped")
     finally:
         subprocess.run([ctl, "start"], check=True, capture_output=True)
-    wait_for(lambda: slurm_poll().error == "", 60, "a successful Slurm poll", interval=1)
+    wait_for(lambda: slurm_poll().error == "", SLURM_PATIENCE, "a successful Slurm poll", interval=1)
     [card] = session.get(f"{live_server.url}/api/v1/sessions/").json()
     assert (card["state"], card["stale"]) == ("ready", False), card
 

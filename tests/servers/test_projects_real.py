@@ -10,7 +10,8 @@ from portal.projects.models import Project
 from portal.servers.models import NotebookServer
 from portal.servers.services import server_start, server_stop
 from tests.factories import UserFactory
-from tests.hub import squeue_state, wait_for
+from tests.hub import wait_for
+from tests.slurm_waits import SLURM_PATIENCE, wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -37,14 +38,14 @@ def test_a_session_under_a_project_is_a_job_of_its_account_and_the_hub_checks_it
     def job_id():
         server = (portal_hub.request("GET", "/users/bob").json().get("servers") or {}).get("charged")
         return server and server["state"].get("job_id")
-    job = wait_for(job_id, 30, "the session's job id")
+    job = wait_for(job_id, SLURM_PATIENCE, "the session's job id")
     try:
         account = subprocess.run(["squeue", "-h", "-j", job, "-o", "%a"], capture_output=True, text=True,
                                  check=True).stdout.strip()
         assert account == "nlp"
     finally:
         server_stop(server=NotebookServer.objects.get(user=bob, name="charged"))
-    wait_for(lambda: squeue_state(job) in ("", "COMPLETING", "CANCELLED"), 20, "the job to end")
+    wait_until_gone([job], "the stopped session's job")
 
     # Straight to the hub's API, past the portal: Slurm does not list alice in nlp.
     if "alice" in members:

@@ -21,12 +21,12 @@ from tests.hub import (
     job_env,
     job_gpu_indexes,
     portal_login,
-    squeue_state,
     wait_for,
 )
 from tests.notebook_templates import notebook_templates
 from tests.policy.cases import OVER_LIMITS, POLICY_GROUPS, PROFILE
 from tests.poll_helpers import slurm_poll
+from tests.slurm_waits import SLURM_PATIENCE, squeue_state, wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 IDLE_TIMEOUT = 15  # the culler test's own culler (the test hub's waits CULL_TIMEOUT)
@@ -72,8 +72,7 @@ def test_two_gpu_server_gets_two_devices_and_stop_ends_the_job(portal_hub, live_
     assert ready.time_left is not None and ready.time_left.total_seconds() <= 3600
 
     server_stop(server=NotebookServer.objects.get(user=alice, name="two-gpus"))
-    wait_for(lambda: squeue_state(job_id) in ("", "COMPLETING", "CANCELLED"), 15, "the job to end")
-    wait_for(lambda: squeue_state(job_id) == "", 30, "the job to leave the queue")
+    wait_until_gone([job_id], "the stopped server's job")
     assert card(alice, "two-gpus").status == "ended: Stopped by you"
 
 
@@ -85,22 +84,22 @@ def test_request_that_cannot_fit_is_queued_with_the_reason_and_stop_cancels_it(p
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     try:
-        wait_for(lambda: squeue_state(blocker) == "RUNNING", 60, "the blocking job to run")
+        wait_for(lambda: squeue_state(blocker) == "RUNNING", SLURM_PATIENCE, "the blocking job to run")
         alice = UserFactory(username="alice")
         server_start(user=alice, name="too-big", gpus=4, hours=1)
 
         def queued_job():
             server = (portal_hub.request("GET", "/users/alice").json()["servers"] or {}).get("too-big")
             return server and server["state"].get("job_id")
-        job_id = wait_for(queued_job, 20, "the server's job id")
-        wait_for(lambda: squeue_state(job_id) == "PENDING", 10, "the job to pend")
+        job_id = wait_for(queued_job, SLURM_PATIENCE, "the server's job id")
+        wait_for(lambda: squeue_state(job_id) == "PENDING", SLURM_PATIENCE, "the job to pend")
         slurm_poll(slurm=slurm)  # what Celery beat does every cycle
         queued = card(alice, "too-big")
         assert queued.state == "queued"
         assert queued.status == "queued: Resources"
 
         server_stop(server=NotebookServer.objects.get(user=alice, name="too-big"))
-        wait_for(lambda: squeue_state(job_id) == "", 20, "the pending job to be cancelled")
+        wait_until_gone([job_id], "the pending job, cancelled")
     finally:
         subprocess.run(["scancel", blocker], check=False)
 
@@ -234,14 +233,15 @@ def test_idle_culler_stops_an_unused_server_and_the_card_says_so(portal_hub, set
         return "idle" not in (portal_hub.request("GET", "/users/alice").json()["servers"] or {})
     with portal_hub.culler(IDLE_TIMEOUT):
         wait_for(culled, IDLE_TIMEOUT + 40, "the idle culler", interval=1)
-    wait_for(lambda: squeue_state(job_id) == "", 20, "the Slurm job to end")
+    wait_until_gone([job_id], "the culled server's job")
     # The hub let it go; its job reported its exit (ended), or the poll has yet to see it (stopping).
     assert card(alice, "idle").state in ("stopping", "ended")
 
     def ended():
         slurm_poll()  # what beat runs every cycle: the end comes from Slurm's accounting
         return card(alice, "idle").status == "ended: Stopped by the idle culler"
-    wait_for(ended, 30, "Slurm's record of the end (after the job's report, or by the poll cycle)")
+    wait_for(ended, SLURM_PATIENCE,
+             "Slurm's record of the end (after the job's report, or by the poll cycle)")
 
 
 def test_tensorboard_in_the_server_for_its_owner_only(portal_hub, live_server, tmp_path):
@@ -296,10 +296,12 @@ def test_a_start_answers_at_once_and_a_pending_job_is_queued_not_starting(portal
         # has looked at it; no poll cycle needed.
         def state():
             return session.get(f"{live_server.url}/api/v1/sessions/waits/").json()
-        body = wait_for(lambda: (b := state())["state"] != "starting" and b, 20, "it to leave starting")
+        body = wait_for(lambda: (b := state())["state"] != "starting" and b, SLURM_PATIENCE,
+                        "it to leave starting")
         assert body["state"] == "queued", body
         queued = time.monotonic() - started
-        body = wait_for(lambda: (b := state())["queue_reason"] and b, 20, "Slurm's pending reason")
+        body = wait_for(lambda: (b := state())["queue_reason"] and b, SLURM_PATIENCE,
+                        "Slurm's pending reason")
         assert (body["state"], body["queue_reason"]) == ("queued", "Resources"), body
         print(f"\nPOST /api/v1/sessions/ answered in {elapsed * 1000:.0f} ms; queued {queued:.1f} s and "
               f"queued: Resources {time.monotonic() - started:.1f} s after the POST")
@@ -322,15 +324,15 @@ def test_a_session_still_queued_after_its_timeout_is_cancelled_by_the_poll_cycle
         server_start(user=alice, name="impatient", gpus=4, hours=1, queue_timeout_minutes=1)
         server = NotebookServer.objects.get(user=alice, name="impatient")
         job_id = wait_for(lambda: portal_hub.request("GET", "/users/alice").json()["servers"]["impatient"]
-                          ["state"].get("job_id"), 20, "the session's job id")
-        wait_for(lambda: squeue_state(job_id) == "PENDING", 10, "the job to pend")
+                          ["state"].get("job_id"), SLURM_PATIENCE, "the session's job id")
+        wait_for(lambda: squeue_state(job_id) == "PENDING", SLURM_PATIENCE, "the job to pend")
         slurm_poll(slurm=slurm)
         assert NotebookServer.objects.get(pk=server.pk).ended_at is None  # not yet a minute
         two_minutes_ago = server.created_at - timedelta(minutes=2)
         NotebookServer.objects.filter(pk=server.pk).update(created_at=two_minutes_ago)
         report = poll_cycle(slurm=slurm)
         assert report.servers_cancelled == 1
-        wait_for(lambda: squeue_state(job_id) == "", 20, "the queued job to be cancelled")
+        wait_until_gone([job_id], "the queued job, cancelled")
         server.refresh_from_db()
         assert server.end_reason == NotebookServer.EndReason.QUEUE_TIMEOUT and server.started_at is None
         assert card(alice, "impatient").status == "ended: Still queued after the time you set"

@@ -11,6 +11,7 @@ import pytest
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import Parsed
 from slurm.rest import SlurmRest
+from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +53,7 @@ def test_submit_as_user_then_accounting_and_cancel(slurm, monkeypatch):
         assert queued.user == "alice" and queued.comment == comment
     finally:
         slurm.cancel(job_id=job_id, user="alice")
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + SLURM_PATIENCE
     while True:
         rows = slurm.accounting(job_ids=[job_id]).rows
         if rows and rows[0].end_time is not None:
@@ -65,7 +66,7 @@ def test_submit_as_user_then_accounting_and_cancel(slurm, monkeypatch):
     # A time-window query can miss a job that ended in the same second: ask until it is there.
     since = rows[0].submit_time - timedelta(seconds=1)
     while job_id not in {row.job_id for row in slurm.accounting(since=since, users=["alice"]).rows}:
-        assert time.monotonic() < deadline + 10
+        assert time.monotonic() < deadline + SLURM_PATIENCE
         time.sleep(0.5)
 
 
@@ -104,7 +105,7 @@ def test_a_hostile_job_name_and_comment_hide_no_other_job(slurm):
             assert jobs[hostile].comment == "bad\ufffd\ufffd" and jobs[hostile].state == "PENDING"
 
             # slurmdbd learns of new jobs a moment later.
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + SLURM_PATIENCE
             while len((accounted := slurm.accounting(job_ids=[hostile, normal])).rows) < 2:
                 assert time.monotonic() < deadline
                 time.sleep(0.5)
@@ -137,7 +138,7 @@ def test_a_job_runs_with_its_scripts_options_and_the_given_environment(slurm):
     job_id = slurm.submit(script=script, user="alice", comment=f"gpuportal:{tag}",
                           environment={"GPUPORTAL_URL": "http://portal.test"})
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SLURM_PATIENCE
         while not (rows := slurm.accounting(job_ids=[job_id]).rows) or rows[0].end_time is None:
             assert time.monotonic() < deadline
             time.sleep(0.5)
@@ -169,7 +170,7 @@ def test_a_submitter_takes_several_jobs_answers_each_and_goes_on_after_a_refusal
         queued = {job.job_id: job for job in slurm.queue(finished=True).rows}
         assert (queued[first].comment, queued[third].comment) == (f"gpuportal:{tag}-0", f"gpuportal:{tag}-2")
         assert queued[first].user == queued[third].user == "alice"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + SLURM_PATIENCE
         while not Path(output).exists() or len(Path(output).read_text().splitlines()) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.5)

@@ -1,6 +1,4 @@
 import contextlib
-import subprocess
-import time
 
 import pytest
 
@@ -25,15 +23,3 @@ def cleanup_apps(slurm):
     for app in App.objects.filter(state__in=ACTIVE_STATES).exclude(slurm_job_id="").select_related("user"):
         with contextlib.suppress(SlurmError):
             slurm.cancel(job_id=app.slurm_job_id, user=app.user.username)
-
-
-def slurm_job_gone(job_id, timeout=20.0):
-    """True once Slurm no longer runs (or queues) the job."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = subprocess.run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"],
-                               capture_output=True, text=True).stdout.strip()
-        if state not in ("RUNNING", "PENDING", "CONFIGURING", "COMPLETING"):
-            return True
-        time.sleep(0.5)
-    return False

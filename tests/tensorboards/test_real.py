@@ -20,7 +20,8 @@ from tests.jobs.test_fencing_real import _plant as plant_slurm_job
 from tests.jobs.test_fencing_real import _slurm_jobs as slurm_jobs_with_comment
 from tests.poll_helpers import slurm_poll
 from tests.servers.factories import NotebookServerFactory
-from tests.tensorboards.conftest import TRAINING, slurm_job_gone
+from tests.slurm_waits import wait_until_gone
+from tests.tensorboards.conftest import TRAINING
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db, needs_real_envs,
               pytest.mark.usefixtures("polled", "cleanup_jobs", "cleanup_apps", "app_types")]
@@ -68,7 +69,7 @@ def test_training_metrics_recorded_and_tensorboard_from_the_job(token_client, sl
     # Stop: scancel as alice; the Slurm job goes.
     stopped = token_client.delete(f"/api/v1/tensorboards/{board.pk}/").json()
     assert stopped["state"] == "ended" and stopped["reason"] == "Stopped by you."
-    assert slurm_job_gone(board.slurm_job_id)
+    wait_until_gone([board.slurm_job_id], "the stopped board's job")
 
 
 def test_a_sessions_tensorboard_opens_its_logs_folder(token_client, user, slurm,
@@ -86,7 +87,8 @@ def test_a_sessions_tensorboard_opens_its_logs_folder(token_client, user, slurm,
                              capture_output=True, text=True, check=False).stdout.split()
     assert squeued[:2] == ["alice", "app-tensorboard"], squeued
     stopped = token_client.delete(f"/api/v1/tensorboards/{started['id']}/").json()
-    assert stopped["state"] == "ended" and slurm_job_gone(submitted["slurm_job_id"])
+    assert stopped["state"] == "ended"
+    wait_until_gone([submitted["slurm_job_id"]], "the stopped board's job")
 
 
 def test_a_second_slurm_job_with_a_boards_comment_is_cancelled_by_the_cycle(token_client, slurm):
@@ -100,7 +102,7 @@ def test_a_second_slurm_job_with_a_boards_comment_is_cancelled_by_the_cycle(toke
     try:
         assert set(slurm_jobs_with_comment(board.slurm_comment)) == {board.slurm_job_id, planted}
         slurm_poll(slurm=slurm)
-        assert slurm_job_gone(planted)
+        wait_until_gone([planted], "the planted job")
         board.refresh_from_db()
         assert board.state != AppState.ENDED, board.reason
         tracked = subprocess.run(["squeue", "-h", "-j", board.slurm_job_id, "-o", "%T"], capture_output=True,
