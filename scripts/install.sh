@@ -46,9 +46,9 @@ system_account() {
 system_account "$PORTAL_USER" "$PORTAL_HOME"
 system_account "$HUB_USER" "$GPUPORTAL_STATE/hub"
 
-# The job-files and sbatch-batch helpers (root-owned, run as the user through sudo), slurm-token and the sudoers
-# fragment; the fragment is checked with visudo before it replaces the installed one, so a bad
-# edit never leaves sudo broken.
+# The job-files and sbatch-batch helpers (root-owned, run as the user through sudo) and the sudoers
+# fragment; a fragment is checked with visudo before it replaces the installed one, so a bad edit
+# never leaves sudo broken.
 install -d -o root -g root -m 0755 "$(dirname "$JOB_FILES")"
 if ! cmp -s "$ROOT/deploy/libexec/job-files" "$JOB_FILES"; then
   say "installing $JOB_FILES"
@@ -59,19 +59,32 @@ if ! cmp -s "$ROOT/deploy/libexec/sbatch-batch" "$SBATCH_BATCH"; then
   say "installing $SBATCH_BATCH"
   install -o root -g root -m 0755 "$ROOT/deploy/libexec/sbatch-batch" "$SBATCH_BATCH"
 fi
-# slurm-token: the portal's short-lived slurmrestd tokens (SLURM_ADAPTER=slurmrestd), run as root
-# through sudo; it narrows `scontrol token` to the portal's users (see its header).
-if ! cmp -s "$ROOT/deploy/libexec/slurm-token" "$SLURM_TOKEN"; then
-  say "installing $SLURM_TOKEN"
-  install -o root -g root -m 0755 "$ROOT/deploy/libexec/slurm-token" "$SLURM_TOKEN"
-fi
-if ! cmp -s "$ROOT/deploy/sudoers.d/gpuportal" "$SUDOERS_FILE" \
-   || [[ $(stat -c %a:%U:%G "$SUDOERS_FILE") != 440:root:root ]]; then
-  say "installing $SUDOERS_FILE"
+# sudoers_install NAME DESTINATION: deploy/sudoers.d/NAME as DESTINATION, root, 0440, once visudo
+# accepts it.
+sudoers_install() {
+  local source="$ROOT/deploy/sudoers.d/$1" destination=$2 staged
+  if cmp -s "$source" "$destination" && [[ $(stat -c %a:%U:%G "$destination") == 440:root:root ]]; then
+    return
+  fi
+  say "installing $destination"
   staged=$(mktemp /etc/sudoers.d/.gpuportal.XXXXXX)  # a dot file: sudo's includedir skips it
-  install -o root -g root -m 0440 "$ROOT/deploy/sudoers.d/gpuportal" "$staged"
-  visudo -cqf "$staged" || { rm -f "$staged"; die "visudo rejected deploy/sudoers.d/gpuportal"; }
-  mv -f "$staged" "$SUDOERS_FILE"
+  install -o root -g root -m 0440 "$source" "$staged"
+  visudo -cqf "$staged" || { rm -f "$staged"; die "visudo rejected deploy/sudoers.d/$1"; }
+  mv -f "$staged" "$destination"
+}
+sudoers_install gpuportal "$SUDOERS_FILE"
+# slurm-token and its root rule: the portal's short-lived slurmrestd tokens, `scontrol token` run as
+# root (see the helper's header). Only where the slurmrestd adapter is configured (--dev: the tests
+# run both adapters); anywhere else a root rule nothing uses is removed.
+if [[ ${SLURM_ADAPTER:-} == slurmrestd ]] || ((dev)); then
+  if ! cmp -s "$ROOT/deploy/libexec/slurm-token" "$SLURM_TOKEN"; then
+    say "installing $SLURM_TOKEN"
+    install -o root -g root -m 0755 "$ROOT/deploy/libexec/slurm-token" "$SLURM_TOKEN"
+  fi
+  sudoers_install gpuportal-slurmrestd "$SUDOERS_TOKEN_FILE"
+elif [[ -e $SUDOERS_TOKEN_FILE || -e $SLURM_TOKEN ]]; then
+  say "removing $SLURM_TOKEN and $SUDOERS_TOKEN_FILE (SLURM_ADAPTER is not slurmrestd)"
+  rm -f "$SUDOERS_TOKEN_FILE" "$SLURM_TOKEN"  # the rule first: it never names a missing helper
 fi
 if [[ ! -x "$VENV/bin/python" ]]; then
   say "creating venv $VENV"

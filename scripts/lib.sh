@@ -34,6 +34,7 @@ JOB_FILES=/usr/local/libexec/gpuportal/job-files
 SLURM_TOKEN=/usr/local/libexec/gpuportal/slurm-token
 SBATCH_BATCH=/usr/local/libexec/gpuportal/sbatch-batch
 SUDOERS_FILE=/etc/sudoers.d/gpuportal
+SUDOERS_TOKEN_FILE=/etc/sudoers.d/gpuportal-slurmrestd  # slurm-token's root rule, slurmrestd only
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

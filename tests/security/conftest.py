@@ -14,6 +14,10 @@ PORTAL_USER, HUB_USER, USERS_GROUP = "gpuportal", "jupyterhub", "gpuportal-users
 JOB_FILES = "/usr/local/libexec/gpuportal/job-files"
 SUDOERS_SOURCE = ROOT / "deploy/sudoers.d/gpuportal"
 SUDOERS_INSTALLED = Path("/etc/sudoers.d/gpuportal")
+# The one root rule (slurm-token), installed with SLURM_ADAPTER=slurmrestd or --dev only.
+TOKEN_SUDOERS_SOURCE = ROOT / "deploy/sudoers.d/gpuportal-slurmrestd"
+TOKEN_SUDOERS_INSTALLED = Path("/etc/sudoers.d/gpuportal-slurmrestd")
+SLURM_TOKEN = "/usr/local/libexec/gpuportal/slurm-token"
 # What a service's process does to run a command as a user: become the account (as the scripts and
 # systemd start it), then sudo exactly as SLURM_EXEC_PREFIX says.
 AS_PORTAL = ["/usr/bin/setpriv", f"--reuid={PORTAL_USER}", f"--regid={PORTAL_USER}", "--init-groups", "--"]
