@@ -68,12 +68,14 @@ dirs() {
     chown "$HUB_USER:" "$HUB_DATA_DIR" "$HUB_LOG_DIR"
     # Hubs before the data/ split kept their database and cookie secret at the top (as root).
     if ! running "$HUB_STATE_DIR/hub.pid"; then
+      # Root chowns only the files it moved: a recursive chown in the hub's own folder would hand
+      # the hub whatever it had linked there.
       for name in jupyterhub.sqlite cookie_secret; do
-        if [[ -f "$HUB_STATE_DIR/$name" && ! -e "$HUB_DATA_DIR/$name" ]]; then
+        if [[ -f "$HUB_STATE_DIR/$name" && ! -L "$HUB_STATE_DIR/$name" && ! -e "$HUB_DATA_DIR/$name" ]]; then
           mv "$HUB_STATE_DIR/$name" "$HUB_DATA_DIR/$name"
+          chown "$HUB_USER:" "$HUB_DATA_DIR/$name"
         fi
       done
-      chown -R "$HUB_USER:" "$HUB_DATA_DIR"
     fi
   fi
 }

@@ -16,7 +16,6 @@ REGISTRY_LOGIN='$oauthtoken'                  # NGC's literal user name; the pas
 REGISTRY_PIDFILE="$RUN/registry.pid"
 # NGC-style name, honest content: Debian 12's python3 (3.11, the same as the portal's venv).
 IMAGE_NAME=gpuportal/python:3.11-bookworm
-ROOTFS="$IMAGES_DIR/python-3.11-bookworm.tar"
 
 # shellcheck source=../packages.sh
 source "$ROOT/scripts/packages.sh"
@@ -124,7 +123,12 @@ YAML
 
 image_build() {  # a Debian root file system with python3, as a layer tarball (cached)
   install -d -m 0755 "$IMAGES_DIR"
+  # Keyed by this function's own text: a changed recipe builds anew (make purge keeps the cache).
+  local key
+  key=$(declare -f image_build | sha1sum | cut -c1-12)
+  ROOTFS="$IMAGES_DIR/python-3.11-bookworm-$key.tar"
   [[ -s $ROOTFS ]] && return
+  rm -f "$IMAGES_DIR"/python-3.11-bookworm*.tar
   say "building the image $IMAGE_NAME from Debian packages (mmdebstrap, ~1 min)"
   local tmp="$ROOTFS.tmp.tar"
   # No docs, man pages or locales: a third smaller, nothing a program needs.
@@ -172,7 +176,10 @@ podman_state_reset() {
   alive() { [ -n "$1" ] && [ "$(stat -c %u "/proc/$1" 2>/dev/null)" = "$3" ] \
     && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ]; }
   for run in /tmp/podman-run-*; do
-    [ -d "$run/libpod/tmp" ] || continue
+    # Root deletes here: only a folder its user owns, and no link on the way (/tmp is anybody's, and
+    # a user's link could otherwise aim root's rm elsewhere).
+    [ ! -L "$run" ] && [ ! -L "$run/libpod" ] && [ ! -L "$run/libpod/tmp" ] && [ -d "$run/libpod/tmp" ] \
+      && [ "$(stat -c %u "$run")" = "${run##*-}" ] || continue
     if alive "$(cat "$run/libpod/tmp/pause.pid" 2>/dev/null)" "podman pause" "${run##*-}"; then continue; fi
     live=
     for pidfile in "$run"/containers/*-containers/*/userdata/conmon.pid; do
