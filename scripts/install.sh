@@ -106,6 +106,12 @@ if [[ "$installed" != "$key$extras" && "$installed" != "$key[dev]" ]]; then
   rm -f "$VENV"/.installed-*
   echo "$key$extras" >"$VENV/.installed"
 fi
+# The command-line client on every user's PATH (login shells, notebooks' terminals, jobs): a link to
+# the venv's entry point, which every user may read (docs/deploy.md "The CLI on users' PATH").
+if [[ $(readlink /usr/local/bin/gpuportal 2>/dev/null) != "$VENV/bin/gpuportal" ]]; then
+  say "linking /usr/local/bin/gpuportal -> $VENV/bin/gpuportal"
+  ln -sfn "$VENV/bin/gpuportal" /usr/local/bin/gpuportal
+fi
 
 # npm packages exactly as locked: every lock file the manifest names (the hub's proxy, the charts).
 for lockfile in $(manifest npm portal); do
