@@ -4,18 +4,22 @@ import contextlib
 import dataclasses
 import functools
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from slurm import parsing
-from slurm.errors import SlurmTimedOut
+from slurm.errors import SlurmRejected, SlurmTimedOut
 from slurm.runner import SlurmRunner, failure
+
+logger = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"^[1-9][0-9]{0,15}$")
 # What sacctmgr accepts as an account name without quoting questions (lower case, as it stores them).
@@ -27,6 +31,10 @@ SBATCH_BATCH = Path("/usr/local/libexec/gpuportal/sbatch-batch")
 Submit = Callable[..., str]
 # Slurm's largest finite time limit (INFINITE is one more); a sanity bound, the caps are lower.
 MAX_MINUTES = 0xFFFFFFFE
+# Job ids per accounting read: the list is one argument (or query parameter), and a read Slurm
+# refuses leaves only its own share of the jobs unsettled until the next cycle.
+ACCOUNTING_CHUNK = 200
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,7 @@ class Slurm:
             args.append(f"--export={','.join([*secrets, *(environment or {})])}")
         output = self.runner.run("sbatch", args, as_user=user, stdin=script,
                                  secrets={**(environment or {}), **(secrets or {})} or None)
-        return output.strip().split(";", 1)[0]
+        return submitted_job_id(output.strip().split(";", 1)[0], source="sbatch")
 
     @contextlib.contextmanager
     def submitter(self, *, user: str, jobs: int) -> Iterator[Submit]:
@@ -122,7 +130,7 @@ class Slurm:
                 try:
                     answer = json.loads(line)
                     if "job_id" in answer:
-                        return str(answer["job_id"])
+                        return submitted_job_id(str(answer["job_id"]), source=SBATCH_BATCH.name)
                     status, stderr = int(answer["status"]), str(answer["stderr"])
                 except (ValueError, TypeError, KeyError):
                     # Its sbatch may have run: uncertain, as a timeout is (looked up before any retry).
@@ -165,7 +173,8 @@ class Slurm:
             args += ["--starttime", since.astimezone(UTC).strftime(parsing.TIME_FORMAT), "--endtime", "now"]
             args += ["--user", ",".join(users)] if users else ["--allusers"]
         else:
-            args += ["--jobs", ",".join(job_ids)]
+            return accounting_by_id(job_ids, lambda chunk: parsing.parse_sacct(
+                self.runner.run("sacct", [*args, "--jobs", ",".join(chunk)]), delimiter))
         return parsing.parse_sacct(self.runner.run("sacct", args), delimiter)
 
     def gpu_usage(self, job_ids: Sequence[str]) -> parsing.Parsed[parsing.StepGpuUsage]:
@@ -224,6 +233,41 @@ class Slurm:
             raise ValueError(f"not a budget in minutes: {minutes!r}")
         self.runner.run("sacctmgr", ["--immediate", "modify", "account", _accounts([account])[0], "set",
                                      f"GrpTRESMins=gres/gpu={-1 if minutes is None else minutes}"])
+
+
+def submitted_job_id(answer: str, *, source: str) -> str:
+    """The job id a submission answered. Anything else means Slurm may or may not hold the job:
+    uncertain (SlurmTimedOut), so the job is looked up by its comment before any retry, and a
+    malformed id never reaches the database or a later sacct."""
+    if not _JOB_ID.fullmatch(answer):
+        raise SlurmTimedOut(f"{source} answered what is not a job id: {answer[:200]!r}")
+    return answer
+
+
+def accounting_by_id(job_ids: Sequence[str],
+                     read: Callable[[list[str]], parsing.Parsed[T]]) -> parsing.Parsed[T]:
+    """Accounting rows of many jobs, read ACCOUNTING_CHUNK ids at a time, so that neither a
+    malformed id (skipped here) nor one refused read stops the other jobs from reaching their final
+    state. `malformed` counts the rows and ids skipped. Slurm being unreachable still raises."""
+    unique = list(dict.fromkeys(job_ids))
+    valid = [job_id for job_id in unique if _JOB_ID.fullmatch(job_id) or parsing.array_tasks(job_id)]
+    skipped = len(unique) - len(valid)
+    if skipped:
+        logger.warning("accounting: %d malformed job ids skipped: %.200r",
+                       skipped, [job_id for job_id in unique if job_id not in valid])
+    rows: list[T] = []
+    for start in range(0, len(valid), ACCOUNTING_CHUNK):
+        chunk = valid[start:start + ACCOUNTING_CHUNK]
+        try:
+            parsed = read(chunk)
+        except SlurmRejected as error:
+            logger.warning("accounting of jobs %s..%s refused, left for the next cycle: %s",
+                           chunk[0], chunk[-1], error.message)
+            skipped += len(chunk)
+            continue
+        rows += parsed.rows
+        skipped += parsed.malformed
+    return parsing.Parsed(rows=rows, malformed=skipped)
 
 
 def _accounts(accounts: Sequence[str]) -> list[str]:

@@ -30,9 +30,9 @@ import requests
 from django.conf import settings
 
 from slurm import parsing, states
-from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm, Submit
+from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm, Submit, accounting_by_id, submitted_job_id
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
-from slurm.runner import UNREACHABLE, SlurmRunner
+from slurm.runner import TIMED_OUT, UNREACHABLE, SlurmRunner
 from slurm.tokens import TokenCache
 
 logger = logging.getLogger(__name__)
@@ -101,11 +101,12 @@ class SlurmRest(Slurm):
             "PATH": _SECURE_PATH, "HOME": home, "SHELL": shell, "USER": user, "LOGNAME": user,
             "LANG": "C.UTF-8", **(environment or {}), **(secrets or {}),
         }
-        answer = self._call("POST", f"{API}/job/submit", user=user, body={"script": script, "job": job})
+        # Once slurmrestd took the request, a failure that is not Slurm's refusal may still have
+        # made the job: uncertain, looked up by its comment before any retry.
+        answer = self._call("POST", f"{API}/job/submit", user=user, body={"script": script, "job": job},
+                            sent_is_uncertain=True)
         job_id = answer.get("job_id")
-        if not isinstance(job_id, int) or job_id <= 0:
-            raise SlurmUnreachable(f"slurmrestd accepted the job but named no job id: {answer!r:.200}")
-        return str(job_id)
+        return submitted_job_id(str(job_id) if isinstance(job_id, int) else repr(job_id), source="slurmrestd")
 
     @contextlib.contextmanager
     def submitter(self, *, user: str, jobs: int) -> Iterator[Submit]:
@@ -146,12 +147,12 @@ class SlurmRest(Slurm):
             # Relative to slurmrestd's clock, so neither side's time zone matters; a second early.
             ago = max(0, int((datetime.now(UTC) - since).total_seconds()) + 1)
             query |= {"start_time": f"now-{ago}seconds", "end_time": "now"}
-        elif not job_ids:
-            return parsing.Parsed(rows=[])
-        else:
-            if not all(_JOB_ID.fullmatch(job_id) or parsing.array_tasks(job_id) for job_id in job_ids):
-                raise ValueError(f"not Slurm job ids: {job_ids!r}")
-            query["step"] = ",".join(job_ids)
+            return self._accounting(query, users=users)
+        return accounting_by_id(job_ids, lambda chunk: self._accounting({**query, "step": ",".join(chunk)}))
+
+    def _accounting(self, query: Mapping[str, str],
+                    users: Sequence[str] = ()) -> parsing.Parsed[parsing.AccountedJob]:
+        """One GET slurmdb jobs; rows of `users` only, when given."""
         answer = self._call("GET", f"{DB_API}/jobs", user=self.operator, query=query)
         parsed = _rows(answer.get("jobs") or [], accounted_job, "slurmdb jobs")
         # slurmrestd always asks with sacct's --duplicates: keep a requeued job's latest record only.
@@ -159,7 +160,7 @@ class SlurmRest(Slurm):
         for row in parsed.rows:
             if row.job_id not in latest or _submitted(row) >= _submitted(latest[row.job_id]):
                 latest[row.job_id] = row
-        rows = [row for row in latest.values() if not (since is not None and users) or row.user in users]
+        rows = [row for row in latest.values() if not users or row.user in users]
         return parsing.Parsed(rows=self._exit_codes_filled(rows), malformed=parsed.malformed)
 
     def _exit_codes_filled(self, rows: list[parsing.AccountedJob]) -> list[parsing.AccountedJob]:
@@ -187,8 +188,11 @@ class SlurmRest(Slurm):
         self._call("DELETE", f"{API}/job/{job_id}", user=user)
 
     def _call(self, method: str, path: str, *, user: str, body: object = None,
-              query: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """One request as `user`; Slurm's errors in the answer raise as the command path's would."""
+              query: Mapping[str, str] | None = None, sent_is_uncertain: bool = False) -> dict[str, Any]:
+        """One request as `user`; Slurm's errors in the answer raise as the command path's would
+        (a lost answer of slurmctld's, "Socket timed out", is SlurmTimedOut). `sent_is_uncertain`: a
+        5xx that names no Slurm error is SlurmTimedOut too (slurmrestd may have acted), not
+        SlurmUnreachable."""
         if self.tokens is None:
             raise SlurmUnreachable("no token source for slurmrestd")
         headers = {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self.tokens.token(user)}
@@ -207,20 +211,28 @@ class SlurmRest(Slurm):
             # another): get a new one next time.
             self.tokens.forget(user)
             raise SlurmUnreachable(f"slurmrestd refused the token of {user} (HTTP {response.status_code})")
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            message = f"slurmrestd answered HTTP {response.status_code} without JSON: {response.text[:200]!r}"
-            raise (SlurmUnreachable if response.status_code >= 500 else SlurmRejected)(message)
-        errors = [error for error in answer.get("errors") or [] if isinstance(error, dict)]
-        if response.ok:
-            # A success may carry Slurm's note too (a held job: "Job is in held state...").
-            for error in errors:
-                logger.debug("slurmrestd: %s", _message(error))
-            return answer
-        raise _error(errors) if errors else SlurmRejected(f"slurmrestd answered HTTP {response.status_code}")
+        return _answer(response, sent_is_uncertain=sent_is_uncertain)
+
+
+def _answer(response: requests.Response, *, sent_is_uncertain: bool) -> dict[str, Any]:
+    """The answer's JSON, or the error it carries."""
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        message = f"slurmrestd answered HTTP {response.status_code} without JSON: {response.text[:200]!r}"
+        if response.status_code < 500:
+            raise SlurmRejected(message)
+        # It took the request and failed without saying how: whatever it had done is unknown.
+        raise (SlurmTimedOut if sent_is_uncertain else SlurmUnreachable)(message)
+    errors = [error for error in answer.get("errors") or [] if isinstance(error, dict)]
+    if response.ok:
+        # A success may carry Slurm's note too (a held job: "Job is in held state...").
+        for error in errors:
+            logger.debug("slurmrestd: %s", _message(error))
+        return answer
+    raise _error(errors) if errors else SlurmRejected(f"slurmrestd answered HTTP {response.status_code}")
 
 
 def _message(error: Mapping[str, Any]) -> str:
@@ -238,6 +250,8 @@ def _error(errors: list[dict[str, Any]]) -> SlurmRejected | SlurmUnreachable:
                         or (number == -1 and error.get("source") == "slurm_load_jobs"))
     message = "\n".join(_message(error) for error in errors)
     logger.info("slurmrestd refused a request: %s", message)
+    if TIMED_OUT.search(message):
+        return SlurmTimedOut(message)
     return SlurmUnreachable(message) if unreachable else SlurmRejected(message)
 
 

@@ -85,6 +85,37 @@ def test_an_sbatch_that_times_out_before_slurmctld_takes_the_job_gives_one_slurm
         subprocess.run(["scancel", *(_slurm_jobs(job.slurm_comment) or ["0"])], check=False)
 
 
+@pytest.mark.parametrize("lost_answer", ["timeout", "garbage"])
+def test_an_sbatch_whose_answer_is_lost_after_slurmctld_took_the_job_gives_one_slurm_job(
+        user, polled, slurm, settings, lost_answer):
+    """sbatch's own "Socket timed out on send/recv operation", or an answer that is no job id, after
+    the job was accepted: uncertain, never retried blind nor stored; a lookup by comment adopts it."""
+    settings.SLURM_POLL_SECONDS = 8
+    prefix = ("/usr/bin/env", f"LOST_ANSWER={lost_answer}", str(ROOT / "tests/faults/lost_answer_sbatch.sh"),
+              *slurm.runner.exec_prefix)
+    lost = Slurm(SlurmRunner(bin_dir=slurm.runner.bin_dir, timeout=20, exec_prefix=prefix))
+    job = _job(user)
+    try:
+        job_submit_attempt(job=job_claim(job_id=job.pk), slurm=lost)
+        job.refresh_from_db()
+        assert job.state == JobState.QUEUED_IN_PORTAL and job.submit_uncertain_at is not None, job.reason
+        assert job.slurm_job_id == "" and "looking for the job" in job.reason
+        assert list(_slurm_jobs(job.slurm_comment).values()) == ["alice"]
+
+        # Due at once (its wait cut short): the cycle's lookup by comment finds and adopts it.
+        Job.objects.filter(pk=job.pk).update(next_attempt_at=job.submitted_at)
+        deadline = time.monotonic() + SLURM_PATIENCE
+        while job.state == JobState.QUEUED_IN_PORTAL:
+            assert time.monotonic() < deadline, job.reason
+            _cycle(slurm)
+            job.refresh_from_db()
+            time.sleep(1)
+        assert _slurm_jobs(job.slurm_comment) == {job.slurm_job_id: "alice"}
+        assert job.submit_attempts == 1
+    finally:
+        subprocess.run(["scancel", *(_slurm_jobs(job.slurm_comment) or ["0"])], check=False)
+
+
 def test_a_second_slurm_job_with_a_tracked_jobs_comment_is_cancelled_and_recorded(user, polled, slurm):
     job = _job(user)
     job_submit_attempt(job=job_claim(job_id=job.pk), slurm=slurm)
