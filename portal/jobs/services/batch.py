@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.core.api_errors import error_body
 from portal.core.errors import Conflict, PortalError
 from portal.core.idempotency import HEADER
+from portal.core.slurm_work import db_now
 from portal.jobs.models import Job, JobBatch, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.signals import jobs_created
@@ -92,7 +92,7 @@ def jobs_submit_batch(*, user: User, items: Sequence[JobRequest | PortalError], 
 def jobs_store(*, user: User, drafts: Sequence[tuple[JobDraft, bool | None]]) -> list[Job]:
     """Store prepared jobs (with each one's notify_email) in one INSERT, waiting in the portal and due
     at once, and queue their first sbatch in one task once the transaction commits."""
-    now = timezone.now()
+    now = db_now()  # due on the database's clock, the one every lease and retry is compared on
     jobs = Job.objects.bulk_create([Job(
         uuid=draft.uuid, user=user, name=draft.name, template=draft.template.slug,
         parameters=draft.values, script=draft.script, partition=draft.partition.name, nodes=draft.nodes,

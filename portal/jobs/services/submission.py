@@ -33,7 +33,7 @@ from portal.cluster.models import PollStatus
 from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.report_tokens import report_token
-from portal.core.slurm_work import db_in, lease_claim_many
+from portal.core.slurm_work import db_in, db_now, lease_claim_many
 from portal.core.tracking_tokens import tracking_environment
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.batch import jobs_submit_dispatch
@@ -79,7 +79,7 @@ def job_submit(*, user: User, template: str, parameters: Any, name: str | None =
 def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", request_digest: str = "",
                notify_email: bool | None = None) -> Job:
     """Store a prepared job, waiting in the portal and due at once, before Slurm is asked."""
-    now = timezone.now()
+    now = db_now()  # due on the database's clock, the one every lease and retry is compared on
     with transaction.atomic():  # the job and what the apps above make of it (its MLflow run), or neither
         job = Job.objects.create(
             uuid=draft.uuid, user=user, name=draft.name, template=draft.template.slug,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
@@ -108,7 +109,8 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
     if changed:
         transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
 
-    due = Job.objects.filter(state=JobState.QUEUED_IN_PORTAL, next_attempt_at__lte=timezone.now())
+    # Due on the database's clock, as every lease and retry time is set (portal.core.slurm_work).
+    due = Job.objects.filter(state=JobState.QUEUED_IN_PORTAL, next_attempt_at__lte=Now())
     for job in due.select_related("user"):
         if found := rows_of(by_comment.get(job.slurm_comment, []), comment=job.slurm_comment,
                             user=job.user.username):
