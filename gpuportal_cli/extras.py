@@ -10,6 +10,7 @@ from rich.text import Text
 
 from gpuportal_cli.client import ApiError, Exit
 from gpuportal_cli.context import State, common_options, pass_state, wait_until
+from gpuportal_cli.job_ids import JOB_ID, job_find
 from gpuportal_cli.output import emit_json, out, state_text, table, when
 
 TENSORBOARD_SETTLED = ("ready", "ended")
@@ -44,13 +45,13 @@ def tensorboard() -> None:
 
 @tensorboard.command("start")
 @click.option("--logdir", help="A folder of yours (or under the shared data mount).")
-@click.option("--job", "job_id", type=int, help="The log folder of this job.")
+@click.option("--job", "job_id", type=JOB_ID, help="The log folder of this job (any of its ids).")
 @click.option("--session", "session_name", help="The log folder of this session.")
 @click.option("--wait", is_flag=True, help="Wait until it is ready, then print its URL.")
 @click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True)
 @common_options
 @pass_state
-def tensorboard_start(state: State, logdir: str | None, job_id: int | None, session_name: str | None,
+def tensorboard_start(state: State, logdir: str | None, job_id: str | None, session_name: str | None,
                       wait: bool, interval: float) -> None:
     """Start TensorBoard (a small CPU Slurm job as you); give exactly one of the three sources."""
     given = {key: value for key, value in
@@ -58,6 +59,8 @@ def tensorboard_start(state: State, logdir: str | None, job_id: int | None, sess
     if len(given) != 1:
         raise click.UsageError("Give exactly one of --logdir, --job, --session.")
     client = state.client()
+    if job_id is not None:
+        given["job"] = job_find(client, job_id)["id"]
     with _endpoint("/api/v1/tensorboards/"):
         board = client.request("POST", "/tensorboards/", json=given)  # one per folder: a retry gets it back
     if wait:

@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from gpuportal_cli.context import State, common_options, pass_state
+from gpuportal_cli.job_ids import JOB_ID, job_find
 from gpuportal_cli.output import emit_json, err, out, table, when
 from gpuportal_cli.sessions import complete_sessions
 
@@ -70,17 +71,19 @@ def gpu() -> None:
 
 
 @gpu.command("job")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @common_options
 @pass_state
-def gpu_job(state: State, job_id: int) -> None:
+def gpu_job(state: State, job_id: str) -> None:
     """A job's GPUs: summary (mean and max utilisation, peak memory, energy) and each GPU's last
-    sample with its recent minutes; --json: the 1-minute points too."""
-    figures = state.client().get(f"/jobs/{job_id}/gpu/")
+    sample with its recent minutes; --json: the 1-minute points too. JOB_ID: as for `job`."""
+    client = state.client()
+    number = job_find(client, job_id)["id"]
+    figures = client.get(f"/jobs/{number}/gpu/")
     if state.json:
         emit_json(figures)
     else:
-        _print(f"Job {job_id}", figures)
+        _print(f"Job {number}", figures)
 
 
 @gpu.command("session")

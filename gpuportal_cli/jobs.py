@@ -13,6 +13,7 @@ from rich.text import Text
 from gpuportal_cli.client import ApiError, Client, Exit
 from gpuportal_cli.config import ConfigError
 from gpuportal_cli.context import State, common_options, pass_state, wait_until
+from gpuportal_cli.job_ids import JOB_ID, job_find
 from gpuportal_cli.output import duration, emit_json, err, fields, out, state_text, table, when
 from gpuportal_cli.waiting import waiting_show
 
@@ -229,7 +230,7 @@ def projects(state: State) -> None:
         ("BUDGET GPU-H", lambda p: "none" if p["limit_gpu_hours"] is None else _hours(p["limit_gpu_hours"])),
         ("USED", lambda p: _hours(p["used_gpu_hours"])), ("LEFT", lambda p: _hours(p["left_gpu_hours"])),
         ("RUNS OUT", lambda p: p["run_out"] or "—"),
-        ("", lambda p: {"warning": "80 % used", "exhausted": "used up"}.get(p["level"], "")),
+        ("NOTE", lambda p: {"warning": "80 % used", "exhausted": "used up"}.get(p["level"], "")),
     ], empty="You are in no project: submit under your default account.")
 
 
@@ -269,13 +270,14 @@ def jobs(state: State, job_state: str | None, template: str | None, user: str | 
 
 
 @click.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--script", is_flag=True, help="Print only the batch script that was submitted.")
 @common_options
 @pass_state
-def job(state: State, job_id: int, script: bool) -> None:
-    """One job: state, resources, timings, parameters."""
-    detail = state.client().get(f"/jobs/{job_id}/")
+def job(state: State, job_id: str, script: bool) -> None:
+    """One job: state, resources, timings, parameters. JOB_ID is its number, or its Slurm job id (496,
+    496_3 for a sweep's task) or Portal ID."""
+    detail = job_find(state.client(), job_id)
     if state.json:
         emit_json(detail)
         return
@@ -285,31 +287,32 @@ def job(state: State, job_id: int, script: bool) -> None:
     detail = {**detail, "gpus": f"{detail['nodes']} node(s) x {detail['gpus_per_node']}",
               "elapsed": duration(detail.get("elapsed_seconds")), "submitted": when(detail["submitted_at"]),
               "started": when(detail.get("started_at")), "ended": when(detail.get("ended_at"))}
-    fields(detail, [("Job", "id"), ("Name", "name"), ("Template", "template"), ("User", "user"),
-                    ("State", "state"), ("Reason", "reason"), ("Exit code", "exit_code"),
-                    ("Signal", "exit_signal"), ("Partition", "partition"), ("GPUs", "gpus"),
-                    ("Time limit (min)", "time_limit_minutes"), ("Slurm job", "slurm_job_id"),
-                    ("Nodes", "node_list"), ("Submitted", "submitted"), ("Started", "started"),
-                    ("Ended", "ended"), ("Elapsed", "elapsed"), ("GPU-hours", "gpu_hours"),
-                    ("Parameters", "parameters"), ("Stdout", "stdout_path"), ("Stderr", "stderr_path")])
+    fields(detail, [("Job", "id"), ("Slurm job", "slurm_job_id"), ("Portal ID", "uuid"), ("Name", "name"),
+                    ("Template", "template"), ("User", "user"), ("State", "state"), ("Reason", "reason"),
+                    ("Exit code", "exit_code"), ("Signal", "exit_signal"), ("Partition", "partition"),
+                    ("GPUs", "gpus"), ("Time limit (min)", "time_limit_minutes"), ("Nodes", "node_list"),
+                    ("Submitted", "submitted"), ("Started", "started"), ("Ended", "ended"),
+                    ("Elapsed", "elapsed"), ("GPU-hours", "gpu_hours"), ("Parameters", "parameters"),
+                    ("Stdout", "stdout_path"), ("Stderr", "stderr_path")])
     waiting_show(detail.get("waiting"))
 
 
 @click.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--stream", type=click.Choice(["stdout", "stderr"]), default="stdout", show_default=True)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new output until the job ends.")
 @click.option("--interval", type=click.FloatRange(0.2), default=1.0, show_default=True,
               help="Seconds between checks while following.")
 @common_options
 @pass_state
-def logs(state: State, job_id: int, stream: str, follow: bool, interval: float) -> None:
-    """A job's output (stdout, or stderr with --stream stderr)."""
+def logs(state: State, job_id: str, stream: str, follow: bool, interval: float) -> None:
+    """A job's output (stdout, or stderr with --stream stderr). JOB_ID: as for `job`."""
     client = state.client()
+    number = job_find(client, job_id)["id"]
     offset, text, chunk = 0, [], {}
     try:
         while True:
-            chunk = client.get(f"/jobs/{job_id}/log/", stream=stream, offset=offset)
+            chunk = client.get(f"/jobs/{number}/log/", stream=stream, offset=offset)
             if state.json:
                 text.append(chunk["text"])
             else:
@@ -326,24 +329,25 @@ def logs(state: State, job_id: int, stream: str, follow: bool, interval: float) 
     except KeyboardInterrupt:
         raise click.exceptions.Exit(Exit.INTERRUPTED) from None
     if state.json:
-        emit_json({**chunk, "job": job_id, "text": "".join(text), "offset": 0})
+        emit_json({**chunk, "job": number, "text": "".join(text), "offset": 0})
 
 
 @click.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--wait", is_flag=True, help="Wait until the job has ended.")
 @click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True)
 @common_options
 @pass_state
-def cancel(state: State, job_id: int, wait: bool, interval: float) -> None:
-    """Cancel a job (scancel as you); its state follows at the portal's next poll."""
+def cancel(state: State, job_id: str, wait: bool, interval: float) -> None:
+    """Cancel a job (scancel as you); its state follows at the portal's next poll. JOB_ID: as for `job`."""
     client = state.client()
-    detail = client.request("POST", f"/jobs/{job_id}/cancel/")
+    number = job_find(client, job_id)["id"]
+    detail = client.request("POST", f"/jobs/{number}/cancel/")
     if wait:
-        detail = job_wait(client, job_id, interval=interval, quiet=state.json)
+        detail = job_wait(client, number, interval=interval, quiet=state.json)
     if state.json:
         emit_json(detail)
     elif wait:
-        out.print(f"job {job_id} ", state_text(detail["state"]), sep="")
+        out.print(f"job {number} ", state_text(detail["state"]), sep="")
     else:
-        out.print(f"Cancel requested for job {job_id} (now {detail['state']}).")
+        out.print(f"Cancel requested for job {number} (now {detail['state']}).")

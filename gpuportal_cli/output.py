@@ -1,5 +1,5 @@
-"""What the CLI prints: Rich tables for people, the API's objects as JSON for scripts (stdout only),
-messages and errors on stderr."""
+"""What the CLI prints: Rich tables on a terminal, tab-separated lines when stdout is not one (a pipe,
+a file), the API's objects as JSON for scripts (stdout only), messages and errors on stderr."""
 
 import json
 import sys
@@ -71,22 +71,49 @@ WRAPPING = {"NAME", "DESCRIPTION", "HELP", "TITLE", "FRAMEWORKS", "STATUS", "DEF
             "VALUE", "LOGDIR"}
 
 
+def piped() -> bool:
+    """stdout is not a terminal: values are printed whole, for grep, cut and files. Not Rich's
+    is_terminal, which FORCE_COLOR (set by many CI systems) turns on for a pipe too."""
+    isatty = getattr(out.file, "isatty", None)
+    return not (isatty is not None and isatty())
+
+
+# A value's tab, line break or backslash would split or shift its line: written as \t, \n, \r, \\
+# (as PostgreSQL's COPY text format does).
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _tsv_line(values: Iterable[Any]) -> None:
+    out.file.write("\t".join(cell(value).plain.translate(_TSV_ESCAPES) for value in values) + "\n")
+
+
 def table(rows: Iterable[dict[str, Any]], columns: Sequence[Column], *, empty: str) -> None:
+    """On a terminal, aligned columns that fit its width; otherwise a header line (even with no rows)
+    and a line per row, tab-separated, every value whole. `empty` goes to stderr."""
     rows = list(rows)
+    if piped():
+        _tsv_line(title for title, _ in columns)
+        for row in rows:
+            _tsv_line(get(row) for _, get in columns)
+    elif rows:
+        view = Table(box=None, header_style="bold", pad_edge=False)
+        for title, _ in columns:
+            wraps = title in WRAPPING
+            view.add_column(title, overflow="fold", no_wrap=not wraps, min_width=12 if wraps else None)
+        for row in rows:
+            view.add_row(*(cell(get(row)) for _, get in columns))
+        out.print(view)
     if not rows:
         err.print(empty)
-        return
-    view = Table(box=None, header_style="bold", pad_edge=False)
-    for title, _ in columns:
-        wraps = title in WRAPPING
-        view.add_column(title, overflow="fold", no_wrap=not wraps, min_width=12 if wraps else None)
-    for row in rows:
-        view.add_row(*(cell(get(row)) for _, get in columns))
-    out.print(view)
 
 
 def fields(obj: dict[str, Any], keys: Sequence[tuple[str, str]]) -> None:
-    """Label: value lines for one object."""
+    """Label: value lines for one object (tab-separated, values whole, when stdout is not a terminal)."""
+    if piped():
+        for label, key in keys:
+            if obj.get(key) not in (None, ""):
+                _tsv_line((label, obj[key]))
+        return
     view = Table.grid(padding=(0, 2))
     view.add_column(style="bold")
     view.add_column(overflow="fold")

@@ -118,7 +118,8 @@ def sweep_show(state: State, sweep_id: int) -> None:
     found, objective = body["sweep"], body["sweep"]["objective"]
     progress = " · ".join(f"{count} {key}" for key, count in body["progress"].items())
     array = found["slurm_job_id"] or "-"
-    out.print(f"Sweep {found['id']} ({found['name']}), Slurm array {array}: {progress}", markup=False)
+    out.print(f"Sweep {found['id']} ({found['name']}), job {found['job_id']}, Slurm job {array}: {progress}",
+              markup=False)
     table(body["tasks"], [("TASK", lambda t: f"{t['index']}{' *' if t['best'] else ''}"),
                           ("STATE", lambda t: t["state"]),
                           ("VALUES", lambda t: " ".join(f"{k}={v}" for k, v in t["values"].items())),

@@ -38,7 +38,8 @@ urlpatterns = [
          name="registry-key-detail"),
     path("templates/", jobs_api.TemplateListApi.as_view(), name="templates"),
     path("jobs/", jobs_api.JobListCreateApi.as_view(), name="jobs"),
-    path("jobs/<id:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),
+    # Any of a job's ids (?by=slurm, ?by=uuid): not only numbers.
+    path("jobs/<str:job_id>/", jobs_api.JobDetailApi.as_view(), name="job-detail"),
     path("jobs/<id:job_id>/cancel/", jobs_api.JobCancelApi.as_view(), name="job-cancel"),
     path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
     path("jobs/<id:job_id>/metrics/", jobs_api.JobMetricsApi.as_view(), name="job-metrics"),

@@ -233,7 +233,10 @@ ROWS: dict[str, list[Row]] = {
                      # Refused as invalid, so nothing reaches Slurm: proves the request got past authz.
                      Row("POST", _fixed("/api/v1/jobs/"), A, {**API_ANY, "owner": 400, "other": 400,
                                                               "admin": 400}, body={"template": "nope"})],
-    "api/v1/jobs/<id:job_id>/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/", A, API_MINE)],
+    "api/v1/jobs/<str:job_id>/": [
+        Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/", A, API_MINE),
+        Row("GET", lambda w: f"/api/v1/jobs/{w.job.slurm_job_id}/?by=slurm", A, API_MINE),
+        Row("GET", lambda w: f"/api/v1/jobs/{w.job.uuid}/?by=uuid", A, API_MINE)],
     "api/v1/jobs/<id:job_id>/cancel/": [Row("POST", lambda w: f"/api/v1/jobs/{w.job.pk}/cancel/", A,
                                             {**API_MINE, "owner": 409, "admin": 409})],
     "api/v1/jobs/<id:job_id>/log/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/log/", A,

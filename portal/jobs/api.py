@@ -1,4 +1,5 @@
-from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
@@ -10,13 +11,22 @@ from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, requ
 from portal.core.pagination import CursorPage
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job
-from portal.jobs.selectors import JobFilters, job_get, job_list, job_metrics_list, partition_limits_list
+from portal.jobs.selectors import (
+    JobFilters,
+    JobKey,
+    job_find,
+    job_get,
+    job_list,
+    job_metrics_list,
+    partition_limits_list,
+)
 from portal.jobs.serializers import (
     JobBatchResultSerializer,
     JobDetailSerializer,
     JobFilterSerializer,
     JobLogInputSerializer,
     JobLogSerializer,
+    JobLookupInputSerializer,
     JobMetricsSerializer,
     JobSerializer,
     JobSubmitInputSerializer,
@@ -27,6 +37,16 @@ from portal.jobs.services.logs import job_log_read
 from portal.jobs.services.submission import job_cancel, job_submit
 
 _NOT_FOUND = OpenApiResponse(description="No such job, or another user's")
+_JOB_ID = OpenApiParameter(
+    "job_id", OpenApiTypes.STR, OpenApiParameter.PATH,
+    description="The job's number (`140`, as in /jobs/140/); with `by`, another of its ids.")
+_BY = OpenApiParameter(
+    "by", OpenApiTypes.STR, enum=[key.value for key in JobKey], default=JobKey.ID.value,
+    description="Which of the job's ids `job_id` is: `id` its number; `slurm` its Slurm job id (`496`, "
+                "as squeue shows it; for a sweep, a task's `496_3` finds the sweep's job; a reused id "
+                "finds the newest job); `uuid` its Portal ID. Another user's job is a 404 as an "
+                "unknown one is. With `slurm` or `uuid`, a value that is not such an id is a 400 naming "
+                "`job_id`; with `id`, one that is no job number is a 404 (as on every route with an id).")
 
 
 def _job_or_404(request: Request, job_id: int) -> Job:
@@ -128,10 +148,19 @@ class JobListCreateApi(ListAPIView):
 
 
 class JobDetailApi(APIView):
-    @extend_schema(responses={200: JobDetailSerializer, 404: _NOT_FOUND},
-                   summary="One job, with its parameters and script")
-    def get(self, request: Request, job_id: int) -> Response:
-        return Response(JobDetailSerializer(_job_or_404(request, job_id)).data)
+    @extend_schema(parameters=[_JOB_ID, _BY], responses={
+        200: JobDetailSerializer, 404: _NOT_FOUND,
+        400: OpenApiResponse(description="`by` is not one of its values, or `job_id` is not the Slurm job "
+                                         "id or Portal ID `by` names")},
+                   summary="One job, with its parameters and script, by its number, Slurm job id or "
+                           "Portal ID")
+    def get(self, request: Request, job_id: str) -> Response:
+        query = JobLookupInputSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        job = job_find(user=request.user, key=job_id, by=JobKey(query.validated_data["by"]))
+        if job is None:
+            raise NotFound("No such job.")
+        return Response(JobDetailSerializer(job).data)
 
 
 class JobCancelApi(APIView):

@@ -1,15 +1,21 @@
 """Reads for batch jobs: lists and details from the database, partition limits from the snapshot."""
 
+import operator
+import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
+from functools import reduce
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from portal.accounts.models import User
 from portal.core.converters import id_or_none
+from portal.core.errors import InvalidInput
 from portal.jobs.job_templates import JobTemplate
 from portal.jobs.models import Job, JobMetric
 from portal.policy.rules import Policy
@@ -56,6 +62,46 @@ def partition_limits_list(policy: Policy | None = None) -> list[PartitionLimits]
     ) for rules in policy.partitions.values()]
 
 
+class JobKey(StrEnum):
+    """The three ids one job has."""
+
+    ID = "id"  # the portal's job number: /jobs/140/, what the API and the CLI take
+    SLURM = "slurm"  # Slurm's job id, as squeue shows it; `496_3` is task 3 of a sweep's array 496
+    UUID = "uuid"  # the Portal ID, in the job's Slurm comment and its output files' names
+
+
+# What a Slurm job id and a Portal ID look like, for the message refusing another value.
+_EXPECTED = {JobKey.SLURM: "a Slurm job id such as 496, or 496_3 for task 3 of a sweep's job array",
+             JobKey.UUID: "a Portal ID: a UUID such as 0b5e7c1e-8f3a-4d2b-9c61-2f0e4a7d9b13"}
+
+# A Slurm job id, or one task of an array (`<array id>_<task>`); squeue's `496_[1-3]` names no one task.
+_SLURM_ID = re.compile(r"(?P<array>[0-9]{1,18})(?:_(?P<task>[0-9]{1,9}))?")
+
+
+def _key_filter(by: JobKey, key: str) -> Q | None:
+    """The rows `key` names as a `by` id; None when `key` is not one."""
+    if by == JobKey.ID:
+        number = id_or_none(key)
+        return None if number is None else Q(pk=number)
+    if by == JobKey.UUID:
+        try:
+            return Q(uuid=uuid.UUID(key))
+        except ValueError:
+            return None
+    match = _SLURM_ID.fullmatch(key)
+    if match is None:
+        return None
+    # A sweep is one Job holding its array's id: a task's id finds it, and only an array job.
+    array = str(int(match["array"]))
+    return Q(slurm_job_id=array, sweep__isnull=False) if match["task"] else Q(slurm_job_id=array)
+
+
+def _visible(user: User) -> QuerySet[Job]:
+    """The jobs `user` may see: their own, an admin's everybody's."""
+    jobs = Job.objects.select_related("user")
+    return jobs if user.is_staff else jobs.filter(user=user)
+
+
 @dataclass(frozen=True)
 class JobFilters:
     state: str | None = None
@@ -63,16 +109,20 @@ class JobFilters:
     submitted_after: datetime | None = None
     submitted_before: datetime | None = None
     username: str | None = None
+    # Any of a job's ids (number, Slurm job id or task, Portal ID): the jobs it names.
+    any_id: str | None = None
 
 
 def job_list(*, user: User, filters: JobFilters | None = None) -> QuerySet[Job]:
     """The user's jobs (an admin's: everybody's), newest first, without the heavy columns."""
     filters = filters or JobFilters()
-    jobs = Job.objects.select_related("user").defer("script", "parameters")
-    if not user.is_staff:
-        jobs = jobs.filter(user=user)
-    elif filters.username:
+    jobs = _visible(user).defer("script", "parameters")
+    if user.is_staff and filters.username:
         jobs = jobs.filter(user__username=filters.username)
+    if filters.any_id:
+        # A number may be a job number and a Slurm job id: the jobs of both are listed.
+        named = [q for by in JobKey if (q := _key_filter(by, filters.any_id)) is not None]
+        jobs = jobs.filter(reduce(operator.or_, named)) if named else jobs.none()
     if filters.state:
         jobs = jobs.filter(state=filters.state)
     if filters.template:
@@ -86,10 +136,20 @@ def job_list(*, user: User, filters: JobFilters | None = None) -> QuerySet[Job]:
 
 def job_get(*, user: User, job_id: int) -> Job | None:
     """One job the user may see (None for another user's: callers answer 404, not 403)."""
-    jobs = Job.objects.select_related("user")
-    if not user.is_staff:
-        jobs = jobs.filter(user=user)
-    return jobs.filter(pk=job_id).first()
+    return _visible(user).filter(pk=job_id).first()
+
+
+def job_find(*, user: User, key: str, by: JobKey = JobKey.ID) -> Job | None:
+    """The job the user may see whose `by` id is `key`, as job_get (None for another user's). A
+    Slurm job id names the newest such job: Slurm numbers jobs afresh when its database is reset.
+    A `key` that is no Slurm job id or Portal ID is InvalidInput naming `job_id`; one that is no job
+    number names no job (None), as every other route's id (portal.core.converters)."""
+    named = _key_filter(by, key)
+    if named is None and by == JobKey.ID:
+        return None
+    if named is None:
+        raise InvalidInput({"job_id": [f"Expected {_EXPECTED[by]} (by={by.value})."]})
+    return _visible(user).filter(named).order_by("-submitted_at", "-id").first()
 
 
 def job_metrics_list(*, job: Job) -> list[JobMetric]:

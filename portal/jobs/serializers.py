@@ -4,6 +4,7 @@ from rest_framework import serializers
 from portal.core import fields
 from portal.core.schema import ErrorSerializer
 from portal.jobs.models import Job, JobState
+from portal.jobs.selectors import JobKey
 from portal.waits.selectors import waiting_get
 from portal.waits.serializers import WaitingSerializer
 
@@ -129,6 +130,10 @@ class JobBatchResultSerializer(serializers.Serializer):
     results = JobBatchItemSerializer(many=True, help_text="One per item, in the request's order")
     submitted = serializers.IntegerField(help_text="Items that became jobs")
     refused = serializers.IntegerField()
+
+
+class JobLookupInputSerializer(serializers.Serializer):
+    by = serializers.ChoiceField(choices=[key.value for key in JobKey], default=JobKey.ID.value)
 
 
 class JobLogInputSerializer(serializers.Serializer):

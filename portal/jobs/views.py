@@ -60,6 +60,7 @@ def job_list_view(request: HttpRequest) -> HttpResponse:
         username=(query.get("user") or None) if request.user.is_staff else None,
         submitted_after=_midnight(after) if after else None,
         submitted_before=_midnight(before, 1) if before else None,
+        any_id=query.get("q", "").strip() or None,
     )
     jobs = job_list(user=request.user, filters=filters)
     # Keyset pages ("older than job N"): no COUNT(*) over a long history.

@@ -33,11 +33,13 @@ def test_a_jobs_gpus(token_cli, alice):
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"Job {job.pk}: utilisation mean 50.0 %, max 100 % · peak memory 20480 MiB")
     assert "3 samples" in lines[0]
-    assert lines[1].split() == ["GPU", "UTIL", "MEM", "UTIL", "MEM", "USED", "POWER", "AS", "OF", "MEAN",
-                                "LAST", "30", "MIN"]
-    gpu0 = lines[2].split()
-    assert gpu0[:7] == ["0", "100", "%", "40", "%", "20480", "MiB"] and gpu0[-3:] == ["50.0", "%", "▁█"]
-    assert lines[3].split()[:3] == ["1", "50", "%"] and lines[3].rstrip().endswith("%  ▅")
+    # Not a terminal: a header line and a tab-separated line per GPU.
+    assert lines[1].split("\t") == ["GPU", "UTIL", "MEM UTIL", "MEM USED", "POWER", "AS OF", "MEAN",
+                                    "LAST 30 MIN"]
+    gpu0 = lines[2].split("\t")
+    assert gpu0[:4] == ["0", "100 %", "40 %", "20480 MiB"] and gpu0[-2:] == ["50.0 %", "▁█"]
+    gpu1 = lines[3].split("\t")
+    assert gpu1[:2] == ["1", "50 %"] and gpu1[-1] == "▅"
 
     as_json = token_cli("gpu", "job", str(job.pk), "--json").json()
     assert as_json["summary"]["samples"] == 3 and [s["gpu"] for s in as_json["series"]] == [0, 1]

@@ -77,6 +77,24 @@ def test_logs_follow_streams_a_running_job_until_it_ends(logged_in, poller):
     assert as_json["complete"] is True and "tick 4" in as_json["text"]
 
 
+def test_job_by_the_slurm_id_squeue_shows(logged_in, poller):
+    done = logged_in("--json", "submit", "custom", "-p", "commands=echo found-by-slurm-id", "--gpus", "0",
+                     "--time", "5", "--wait", "--interval", "0.5")
+    assert done.returncode == 0, done.stderr
+    job = done.json()
+    slurm_id = job["slurm_job_id"]
+    assert slurm_id.isdigit(), job
+    shown = logged_in("job", slurm_id)  # stdout is a pipe: "label<TAB>value" lines
+    assert shown.returncode == 0, shown.stderr
+    lines = dict(line.split("\t", 1) for line in shown.stdout.splitlines())
+    assert (lines["Job"], lines["Slurm job"], lines["Portal ID"]) == (str(job["id"]), slurm_id, job["uuid"])
+    if job["id"] != int(slurm_id):  # the test database's job numbers may reach the bed's Slurm ids
+        assert f"job {slurm_id} is Slurm job {slurm_id}: portal job {job['id']}" in shown.stderr
+    logs = logged_in("logs", slurm_id)
+    assert logs.returncode == 0 and "found-by-slurm-id" in logs.stdout
+    assert logged_in("--json", "job", job["uuid"]).json()["id"] == job["id"]
+
+
 def test_a_failing_job_makes_wait_exit_1(logged_in, poller):
     done = logged_in("submit", "custom", "-p", "commands=echo about to fail; exit 3", "--gpus", "0",
                      "--time", "5", "--wait", "--interval", "0.5")
