@@ -235,3 +235,34 @@ def test_adapter_argv_runs_as_the_service_account():
 
     Slurm(Runner()).time_limit_set(job_id="77", minutes=90)
     assert seen == [("scontrol", ["update", "JobId=77", "TimeLimit=90"], {})]
+
+
+class RowLockProbe(RecordingSlurm):
+    """While "scontrol" runs: is a transaction open here, and can another connection lock the
+    job's row at once (as the poll cycle's UPDATE would)?"""
+
+    def time_limit_set(self, *, job_id: str, minutes: int) -> None:
+        import psycopg
+        from django.db import connection
+
+        self.calls.append(connection.in_atomic_block)
+        settings_dict = connection.settings_dict
+        with psycopg.connect(host=settings_dict["HOST"], port=settings_dict["PORT"],
+                             user=settings_dict["USER"], password=settings_dict["PASSWORD"],
+                             dbname=settings_dict["NAME"], autocommit=True) as other:
+            other.execute("SET lock_timeout = '1s'")
+            other.execute("SELECT 1 FROM jobs_job WHERE slurm_job_id = %s FOR UPDATE", [job_id])
+            self.calls.append("row free")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scontrol_runs_outside_any_transaction_and_holds_no_row_lock(running_job, monkeypatch):
+    """#32: a hung scontrol must not hold the job's row (the poll cycle writes it) nor a transaction."""
+    from portal.extensions.services import job_extend
+
+    probe = RowLockProbe()
+    monkeypatch.setattr(Slurm, "from_settings", classmethod(lambda cls: probe))
+    request = job_extend(user=running_job.user, job_id=running_job.pk, minutes=30)
+    assert probe.calls == [False, "row free"]
+    assert request.state == State.APPLIED and request.pk is not None
+    assert Job.objects.get(pk=running_job.pk).time_limit == timedelta(minutes=60)
