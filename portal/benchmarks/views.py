@@ -37,7 +37,7 @@ from portal.benchmarks.services import reference_for, result_import
 from portal.benchmarks.usage import UsageQuery, usage_chart, usage_csv, usage_range, usage_rows
 from portal.core.converters import id_or_none
 from portal.core.errors import Forbidden, InvalidInput
-from portal.gpus.efficiency import gpu_efficiency_csv, gpu_efficiency_rows
+from portal.gpus.efficiency import gpu_allocated_total, gpu_efficiency_csv, gpu_efficiency_rows
 
 PAGE_SIZE = 50
 CHART_KINDS = {
@@ -410,15 +410,19 @@ def usage_view(request: HttpRequest) -> HttpResponse:
     usage = _usage_query(request)
     try:
         rows = usage_rows(user=request.user, query=usage)
+        since, until = usage_range(usage)
     except InvalidInput as error:
-        rows, problems = [], error.fields
+        rows, problems, total = [], error.fields, None
     else:
         problems = {}
+        # One line that ties the table by period (batch jobs) to the efficiency table (jobs and sessions).
+        total = gpu_allocated_total(user=request.user, since=since, until=until, username=usage.username)
     return render(
         request,
         "benchmarks/usage.html",
         {
             "rows": rows,
+            "total": total,
             "usage": usage,
             "query": request.GET,
             "problems": problems,

@@ -15,9 +15,11 @@ against the GPU-hours they kept busy. From the database only.
 import csv
 import io
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from portal.accounts.models import User
@@ -33,24 +35,39 @@ def _hours(started: datetime, ended: datetime | None, now: datetime) -> float:
     return max(((ended or now) - started).total_seconds(), 0) / 3600
 
 
+def _started(user: User, since: datetime, until: datetime,
+             username: str | None) -> tuple[QuerySet[Job], QuerySet[NotebookServer]]:
+    """The period's jobs and GPU sessions that started. Users see their own; admins everybody's, or
+    one user's with `username`."""
+    jobs = Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until, started_at__isnull=False)
+    sessions = NotebookServer.objects.filter(created_at__gte=since, created_at__lt=until,
+                                             started_at__isnull=False, gpus__gt=0)
+    if not user.is_staff:
+        return jobs.filter(user=user), sessions.filter(user=user)
+    if username:
+        return jobs.filter(user__username=username), sessions.filter(user__username=username)
+    return jobs, sessions
+
+
+def _job_allocated(gpu_hours: float | None, gpus: int | None, nodes: int, per_node: int,
+                   started: datetime, ended: datetime | None, now: datetime) -> float:
+    """Slurm's figure once the job ended (Job.gpu_hours), else its GPUs x elapsed so far."""
+    if gpu_hours is not None:
+        return gpu_hours
+    return (gpus if gpus is not None else nodes * per_node) * _hours(started, ended, now)
+
+
 def gpu_efficiency_rows(*, user: User, since: datetime, until: datetime, group_by: str = "user",
                         username: str | None = None, now: datetime | None = None) -> list[dict[str, Any]]:
     """One row per user (or LDAP group: a user's hours count in each of their groups), by name.
     Users see their own; admins everybody's, or one user's with `username`."""
     now = now or timezone.now()
-    jobs = Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until, started_at__isnull=False)
-    sessions = NotebookServer.objects.filter(created_at__gte=since, created_at__lt=until,
-                                             started_at__isnull=False, gpus__gt=0)
-    if not user.is_staff:
-        jobs, sessions = jobs.filter(user=user), sessions.filter(user=user)
-    elif username:
-        jobs, sessions = jobs.filter(user__username=username), sessions.filter(user__username=username)
+    jobs, sessions = _started(user, since, until, username)
     per_user: dict[int, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COLUMNS[2:-1], 0.0))
     for (owner, gpus, nodes, per_node, gpu_hours, started, ended, util_sum, util_count) in jobs.values_list(
             "user_id", "gpus_allocated", "nodes", "gpus_per_node", "gpu_hours", "started_at", "ended_at",
             "gpu_summary__util_sum", "gpu_summary__util_count").iterator():
-        allocated = gpu_hours if gpu_hours is not None else (
-            (gpus if gpus is not None else nodes * per_node) * _hours(started, ended, now))
+        allocated = _job_allocated(gpu_hours, gpus, nodes, per_node, started, ended, now)
         if allocated > 0:
             _add(per_user[owner], "jobs", allocated, util_sum, util_count)
     for owner, gpus, nodes, started, ended, util_sum, util_count in sessions.values_list(
@@ -72,6 +89,42 @@ def gpu_efficiency_rows(*, user: User, since: datetime, until: datetime, group_b
              "efficiency": round(total["busy_gpu_hours"] / total["sampled_gpu_hours"], 3)
              if total["sampled_gpu_hours"] else None}
             for name, total in sorted(totals.items())]
+
+
+@dataclass(frozen=True)
+class AllocatedTotal:
+    """The allocated GPU-hours of the efficiency table in one total, each job and session once
+    (a table by group counts a user's in each of their groups), split by what counts them."""
+
+    jobs_ended: float  # Slurm's accounting of the ended jobs: what /usage/'s table by period sums
+    jobs_running: float  # jobs Slurm has not accounted yet (running): GPUs x elapsed up to now
+    sessions: float
+
+    @property
+    def jobs(self) -> float:
+        return self.jobs_ended + self.jobs_running
+
+    @property
+    def allocated(self) -> float:
+        return self.jobs + self.sessions
+
+
+def gpu_allocated_total(*, user: User, since: datetime, until: datetime, username: str | None = None,
+                        now: datetime | None = None) -> AllocatedTotal:
+    """The period's, as gpu_efficiency_rows counts it (same jobs, sessions and hours)."""
+    now = now or timezone.now()
+    jobs, sessions = _started(user, since, until, username)
+    ended = running = 0.0
+    for gpu_hours, gpus, nodes, per_node, started, end in jobs.values_list(
+            "gpu_hours", "gpus_allocated", "nodes", "gpus_per_node", "started_at", "ended_at").iterator():
+        if gpu_hours is not None:
+            ended += gpu_hours
+        else:
+            running += _job_allocated(None, gpus, nodes, per_node, started, end, now)
+    held = sum(gpus * nodes * _hours(started, end, now) for gpus, nodes, started, end in sessions.values_list(
+        "gpus", "nodes", "started_at", "ended_at").iterator())
+    # Hundredths, as the page shows them: its sums then add up as printed.
+    return AllocatedTotal(jobs_ended=round(ended, 2), jobs_running=round(running, 2), sessions=round(held, 2))
 
 
 def _add(total: dict[str, float], kind: str, allocated: float, util_sum: float | None,

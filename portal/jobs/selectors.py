@@ -192,20 +192,35 @@ def job_metrics_chart(*, metrics: Sequence[Series]) -> dict[str, Any] | None:
     }
 
 
+@dataclass(frozen=True)
+class ComposeStart:
+    """What the composer starts from instead of the template's defaults."""
+
+    values: dict[str, Any]
+    name: str
+    # When the values are the user's last job of this template: its submission, which the form names.
+    last_submitted_at: datetime | None = None
+
+
 def job_compose_initial(*, user: User, template: JobTemplate,
-                        query: Mapping[str, str]) -> tuple[dict[str, Any], str] | None:
+                        query: Mapping[str, str]) -> ComposeStart | None:
     """Parameter values and job name the composer starts from: `?clone=ID` (that job as it ran,
     its time limit as extended), the template's own parameters in the query (a preset's link; checked
-    as any input when submitted), or the user's last job of this template; None: the defaults."""
+    as any input when submitted), or the user's last job of this template unless `?defaults=1`;
+    None: the defaults."""
     if (clone_id := id_or_none(query.get("clone", ""))) is not None:
         original = job_get(user=user, job_id=clone_id)
         if original is None:  # not one the user may see: the template's defaults, nothing of theirs
             return None
         values = dict(original.parameters)
         values["time_limit"] = int(original.time_limit.total_seconds() // 60)
-        return values, original.name
+        return ComposeStart(values, original.name)
     given = {p.name: query[p.name] for p in template.parameters if p.name in query}
     if given:
-        return given, template.slug
+        return ComposeStart(given, template.slug)
+    if query.get("defaults"):
+        return None
     last = Job.objects.filter(user=user, template=template.slug).first()  # newest first
-    return (dict(last.parameters), template.slug) if last is not None else None
+    if last is None:
+        return None
+    return ComposeStart(dict(last.parameters), template.slug, last_submitted_at=last.submitted_at)

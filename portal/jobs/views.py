@@ -116,6 +116,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404
     errors: dict[str, Any] = {}
     preview = ""
+    last_submitted_at: datetime | None = None
     if request.method == "POST":
         values = {p.name: p.from_form(request.POST.get(p.name)) for p in template.parameters}
         name = request.POST.get("name", "")
@@ -139,10 +140,10 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         job_uuid = uuid.uuid4()
         values = {p.name: p.default for p in template.parameters}
         name, account = template.slug, ""
-        # A clone, a preset's link, or the user's last job of this template.
+        # A clone, a preset's link, or the user's last job of this template (which the form says).
         if start := job_compose_initial(user=request.user, template=template, query=request.GET):
-            values.update({k: v for k, v in start[0].items() if template.parameter(k)})
-            name = start[1]
+            values.update({k: v for k, v in start.values.items() if template.parameter(k)})
+            name, last_submitted_at = start.name, start.last_submitted_at
     environments = list(environment_choices(user=request.user))
     chosen = values.get("environment") if isinstance(values.get("environment"), str) else ""
     parameter_errors = errors.get("parameters", {}) if isinstance(errors.get("parameters"), dict) else {}
@@ -159,7 +160,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         else request.user.email_on_job_end,
         "gpu_field": template.gpus_per_node if isinstance(template.gpus_per_node, str) else "",
         "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
-        "account": account,
+        "account": account, "last_submitted_at": last_submitted_at,
     })
 
 

@@ -34,6 +34,7 @@ class Freshness:
 
     as_of: datetime | None
     stale_reason: str
+    hub_down: bool = False  # the hub's last listing failed: a start now waits for it
 
     @property
     def stale(self) -> bool:
@@ -56,7 +57,7 @@ def sessions_freshness() -> Freshness:
         reason = "the portal has not asked the hub and Slurm for a while"
     else:
         reason = ""
-    return Freshness(as_of=as_of, stale_reason=reason)
+    return Freshness(as_of=as_of, stale_reason=reason, hub_down=bool(status.hub_error))
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,13 @@ class ServerCard:
     freshness: Freshness
     waiting: Waiting | None = None  # why its job waits, while Slurm holds it pending (portal.waits)
     account: str = ""  # the project's Slurm account; '' the user's default
+    spawn_attempts: int = 0  # times the portal has asked the hub for it
+
+    @property
+    def waiting_for_hub(self) -> bool:
+        """Not yet accepted by a hub known to be down, or asked again after no answer."""
+        return (self.state == "starting" and self.hub_accepted_at is None
+                and (self.freshness.hub_down or self.spawn_attempts > 1))
 
     @property
     def status(self) -> str:
@@ -207,7 +215,7 @@ def _card(row: NotebookServer, job: SlurmJob | None, now: datetime, freshness: F
         queue_timeout_minutes=row.queue_timeout_minutes, hub_accepted_at=row.hub_accepted_at,
         started_at=row.started_at, ready_at=row.ready_at, first_connect_at=row.first_connect_at,
         pending_reasons=list(row.pending_reasons or []), freshness=freshness, waiting=waiting,
-        account=row.account,
+        account=row.account, spawn_attempts=row.spawn_attempts,
     )
 
 
@@ -224,19 +232,34 @@ START_FIELDS = ("partition", "gpus", "hours", "nodes", "environment", "account")
 def server_start_initial(*, user: User, query: Mapping[str, str]) -> dict[str, Any]:
     """The start form's first values. `?relaunch=NAME[&more_hours=H]`: that session of the user's
     (its time as extended, plus H hours, under a free name); the form's own fields in the query (a
-    preset's link; the form checks them as it checks any input); otherwise the user's last session."""
-    mine = NotebookServer.objects.filter(user=user)
-    if name := query.get("relaunch"):
-        source = mine.filter(name=name).first()
-        if source is not None:
-            initial = _start_options(source)
-            initial["hours"] = source.hours + _more_hours(query.get("more_hours", ""))
-            initial["name"] = _free_name(user, source.name)
-            return initial
-    if given := {key: query[key] for key in START_FIELDS if query.get(key, "") != ""}:
+    preset's link; the form checks them as it checks any input); otherwise the user's last session
+    (`server_start_last`), or the form's defaults."""
+    if (source := _relaunched(user, query)) is not None:
+        initial = _start_options(source)
+        initial["hours"] = source.hours + _more_hours(query.get("more_hours", ""))
+        initial["name"] = _free_name(user, source.name)
+        return initial
+    if given := _given_options(query):
         return given
-    last = mine.first()  # newest first
+    last = server_start_last(user=user, query=query)
     return _start_options(last) if last is not None else {}
+
+
+def server_start_last(*, user: User, query: Mapping[str, str]) -> NotebookServer | None:
+    """The user's last session when the start form starts from its options (the form says so):
+    not for a relaunch, a preset's link or `?defaults=1`."""
+    if query.get("defaults") or _given_options(query) or _relaunched(user, query) is not None:
+        return None
+    return NotebookServer.objects.filter(user=user).first()  # newest first
+
+
+def _relaunched(user: User, query: Mapping[str, str]) -> NotebookServer | None:
+    name = query.get("relaunch")
+    return NotebookServer.objects.filter(user=user, name=name).first() if name else None
+
+
+def _given_options(query: Mapping[str, str]) -> dict[str, str]:
+    return {key: query[key] for key in START_FIELDS if query.get(key, "") != ""}
 
 
 def _start_options(server: NotebookServer) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from portal.servers.selectors import (
     server_get,
     server_recent_page,
     server_start_initial,
+    server_start_last,
     sessions_freshness,
 )
 from portal.servers.services import server_connect, server_start, server_stop
@@ -54,8 +55,11 @@ def server_list_view(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Starting {server.name}.")
             return redirect("servers:list")
+    # Only a fresh form is the last session's: a posted one holds what the user sent.
+    last = server_start_last(user=request.user, query=request.GET) if not form.is_bound else None
     return render(request, "servers/list.html", {
-        "form": form, "profiles": policy.profiles_for(groups), **_cards_context(request),
+        "form": form, "profiles": policy.profiles_for(groups), "last_session": last,
+        **_cards_context(request),
     }, status=400 if form.errors else 200)
 
 
