@@ -1,17 +1,29 @@
+import logging
+
 from django.contrib.auth.signals import user_logged_out
 from django.dispatch import receiver
 from django.http import HttpRequest
 
 from portal.accounts.models import User
+from portal.accounts.oauth import oauth_tokens_revoke
 from portal.accounts.services import user_deprovisioned
 from portal.servers.services import hub_access_end
+from portal.servers.tasks import hub_tokens_revoke
+
+logger = logging.getLogger(__name__)
 
 
 @receiver(user_logged_out)
 def end_hub_access_on_logout(sender: type, request: HttpRequest, user: User | None, **kwargs: object) -> None:
-    """Logging out of the portal logs out of the hub and the user's servers too."""
-    if user is not None:
-        hub_access_end(user=user)
+    """Logging out of the portal logs out of the hub and the user's servers too: the OAuth tokens
+    now, the hub's own tokens in a worker (a logout never waits on the hub)."""
+    if user is None:
+        return
+    oauth_tokens_revoke(user=user)
+    try:
+        hub_tokens_revoke.delay(user.username)
+    except Exception as error:  # any broker failure: the revoked OAuth tokens still end the login
+        logger.warning("hub tokens of %s not revoked (no broker): %s", user.username, error)
 
 
 @receiver(user_deprovisioned)

@@ -1,5 +1,6 @@
 from celery import shared_task
 
+from portal.servers.hub import HubError, JupyterHub
 from portal.servers.services import server_hub_look as server_hub_look_service
 from portal.servers.services import server_spawn as server_spawn_service
 
@@ -14,3 +15,10 @@ def server_spawn(server_id: int) -> None:
 def server_hub_look(server_id: int) -> None:
     """A session's job reported it waits or runs: its job id from the hub (retries: the poll cycle)."""
     server_hub_look_service(server_id=server_id)
+
+
+@shared_task(ignore_result=True, autoretry_for=(HubError,), retry_backoff=10, max_retries=5)
+def hub_tokens_revoke(username: str) -> None:
+    """After a logout: the user's hub tokens, revoked in a worker so that logging out never waits
+    on the hub (the OAuth tokens, revoked at once, already end the hub's login at its next check)."""
+    JupyterHub.from_settings().tokens_revoke(username)

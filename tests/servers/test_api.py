@@ -332,3 +332,25 @@ def test_portal_logout_revokes_the_hubs_tokens(client, user, hub):
     client.force_login(user)
     client.post("/accounts/logout/")
     assert not AccessToken.objects.filter(user=user).exists()
+
+
+def test_logout_leaves_the_hubs_tokens_to_a_worker_and_never_waits_on_the_hub(client, user, monkeypatch):
+    """#32: the OAuth tokens go at once; the hub's own tokens in a task. With the broker down the
+    logout still succeeds (the revoked OAuth tokens end the hub's login at its next check)."""
+    from portal.servers import tasks
+
+    queued: list[str] = []
+    monkeypatch.setattr(tasks.hub_tokens_revoke, "delay", queued.append)
+    application = hub_oauth_application_ensure()
+    AccessToken.objects.create(user=user, application=application, token="t0ken", scope="profile",
+                               expires=timezone.now() + timedelta(hours=1))
+    client.force_login(user)
+    assert client.post("/accounts/logout/").status_code == 302
+    assert queued == ["alice"] and not AccessToken.objects.filter(user=user).exists()
+
+    def broker_down(username: str) -> None:
+        raise ConnectionRefusedError("redis")
+
+    monkeypatch.setattr(tasks.hub_tokens_revoke, "delay", broker_down)
+    client.force_login(user)
+    assert client.post("/accounts/logout/").status_code == 302
