@@ -7,6 +7,7 @@ from django.dispatch import receiver
 
 from portal.accounts.services import directory_sync_refused
 from portal.jobs.signals import jobs_ended
+from portal.projects.services import projects_sync_refused
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,9 @@ def job_end_mails_enqueue(*, job_ids: list[int], **kwargs: Any) -> None:
 
 
 @receiver(directory_sync_refused, dispatch_uid="notifications.directory_sync_refused")
-def directory_sync_refused_notice(*, subject: str, message: str, **kwargs: Any) -> None:
+@receiver(projects_sync_refused, dispatch_uid="notifications.projects_sync_refused")
+def sync_refused_notice(*, subject: str, message: str, **kwargs: Any) -> None:
+    """A directory or projects sync held back a mass removal: the admins are told."""
     from portal.notifications.tasks import admin_notice  # tasks import services, not the other way round
 
     try:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from portal.accounts.ldap import group_members
@@ -17,19 +18,31 @@ from slurm.errors import SlurmError, SlurmRejected
 logger = logging.getLogger(__name__)
 
 
+# Sent when a sync would strip an account of too many members at once; notifications tells admins.
+projects_sync_refused = Signal()  # kwargs: subject, message
+
+
 @dataclass
 class SyncReport:
     accounts_added: list[str] = field(default_factory=list)
     users_added: dict[str, list[str]] = field(default_factory=dict)
     users_removed: dict[str, list[str]] = field(default_factory=dict)
     budgets_set: dict[str, int | None] = field(default_factory=dict)
+    # Removals held back by the guard (PROJECTS_SYNC_MAX_REMOVE_SHARE), and projects Slurm refused.
+    removals_refused: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) -> SyncReport:
     """Make Slurm match the projects: each account exists, its users are exactly its LDAP group's
     members, its GrpTRESMins=gres/gpu is the budget. Idempotent: two reads for all projects, and a
-    write only where something differs. Raises DirectoryUnavailable or SlurmError, having changed
-    nothing for the projects not reached."""
+    write only where something differs.
+
+    A group that suddenly lacks more than PROJECTS_SYNC_MAX_REMOVE_SHARE of its account's members
+    (emptied, or a directory change gone wrong) removes nobody from that account and tells the
+    admins. Slurm refusing one project's change (SlurmRejected, recorded in `failed`) stops only
+    that project. Raises DirectoryUnavailable or SlurmUnreachable, having changed nothing for the
+    projects not reached."""
     chosen = list(Project.objects.all() if projects is None else projects)
     report = SyncReport()
     if not chosen:
@@ -38,24 +51,57 @@ def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) ->
     existing = slurm.account_members(accounts=accounts)
     limits = {row.account: row.limit_minutes for row in slurm.gpu_budgets(accounts=accounts).rows}
     for project in chosen:
-        account = project.slurm_account
-        members = group_members(project.ldap_group).usernames
-        if account not in existing:
-            _account_add(slurm, project)
-            report.accounts_added.append(account)
-        have = existing.get(account, set())
-        if missing := sorted(members - have):
-            slurm.account_users_add(account=account, users=missing)
-            report.users_added[account] = missing
-        if extra := sorted(have - members):
-            slurm.account_users_remove(account=account, users=extra)
-            report.users_removed[account] = extra
-        minutes = None if project.budget_gpu_hours is None else project.budget_gpu_hours * 60
-        if account not in limits or limits[account] != minutes:
-            slurm.account_budget_set(account=account, minutes=minutes)
-            report.budgets_set[account] = minutes
+        try:
+            _project_sync(slurm, project, existing.get(project.slurm_account), limits, report)
+        except SlurmRejected as error:
+            logger.error("project %s not applied to Slurm: %s", project.name, error.message)
+            report.failed[project.slurm_account] = error.message
+            continue
         Project.objects.filter(pk=project.pk).update(synced_at=timezone.now())
     return report
+
+
+def _project_sync(slurm: Slurm, project: Project, have: set[str] | None, limits: dict[str, int | None],
+                  report: SyncReport) -> None:
+    account = project.slurm_account
+    members = group_members(project.ldap_group).usernames
+    if have is None:
+        _account_add(slurm, project)
+        report.accounts_added.append(account)
+        have = set()
+    if missing := sorted(members - have):
+        slurm.account_users_add(account=account, users=missing)
+        report.users_added[account] = missing
+    if extra := sorted(have - members):
+        if _too_many(removed=len(extra), members=len(have)):
+            report.removals_refused[account] = extra
+            _removals_refuse(project, extra, members=len(have))
+        else:
+            slurm.account_users_remove(account=account, users=extra)
+            report.users_removed[account] = extra
+    minutes = None if project.budget_gpu_hours is None else project.budget_gpu_hours * 60
+    if account not in limits or limits[account] != minutes:
+        slurm.account_budget_set(account=account, minutes=minutes)
+        report.budgets_set[account] = minutes
+
+
+def _too_many(*, removed: int, members: int) -> bool:
+    # One member leaving is never a mass removal, however small the project.
+    return removed > max(1.0, settings.PROJECTS_SYNC_MAX_REMOVE_SHARE * members)
+
+
+def _removals_refuse(project: Project, extra: list[str], *, members: int) -> None:
+    share = settings.PROJECTS_SYNC_MAX_REMOVE_SHARE
+    names = ", ".join(extra[:20]) + (f" and {len(extra) - 20} more" if len(extra) > 20 else "")
+    message = (f"Applying project {project.name} to Slurm would remove {len(extra)} of the {members} "
+               f"users of account {project.slurm_account} ({names}), who are no longer in LDAP group "
+               f"{project.ldap_group}: more than PROJECTS_SYNC_MAX_REMOVE_SHARE ({share:.0%}). Nobody was "
+               "removed; members were still added and the budget set. If the departures are real, remove "
+               "them with sacctmgr or raise the share for one sync; otherwise mend the group. Each sync "
+               "checks again.")
+    logger.error("projects sync: %s", message)
+    projects_sync_refused.send(sender=Project, subject=f"Project {project.name}: {len(extra)} members would "
+                               f"leave account {project.slurm_account}", message=message)
 
 
 def _account_add(slurm: Slurm, project: Project) -> None:

@@ -194,6 +194,10 @@ SLURM_OPERATOR_ACCOUNT = env("SLURM_OPERATOR_ACCOUNT", default="gpuportal")
 # it once and makes SLURM_OPERATOR_ACCOUNT its coordinator (docs/deploy.md): that is all the
 # privilege projects_sync needs to add accounts, members and budgets below it.
 SLURM_PROJECTS_PARENT_ACCOUNT = env("SLURM_PROJECTS_PARENT_ACCOUNT", default="projects")
+# How often a worker applies every project to Slurm (accounts, members from LDAP, budgets), and the
+# largest share of an account's members one run may remove (more: nobody is removed, admins are told).
+PROJECTS_SYNC_SECONDS = env.float("PROJECTS_SYNC_SECONDS", default=900.0)
+PROJECTS_SYNC_MAX_REMOVE_SHARE = env.float("PROJECTS_SYNC_MAX_REMOVE_SHARE", default=0.5)
 
 # --- Software environments (portal.environments) ---
 # Built by scripts/envs/build.sh, one prefix per environment with its manifest (gpuportal-env.json).
@@ -293,6 +297,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "portal.accounts.tasks.directory_sync",
         "schedule": DIRECTORY_SYNC_SECONDS,
         "options": {"expires": DIRECTORY_SYNC_SECONDS},
+    },
+    "projects-sync": {
+        "task": "portal.projects.tasks.projects_sync_all",
+        "schedule": PROJECTS_SYNC_SECONDS,
+        "options": {"expires": PROJECTS_SYNC_SECONDS},
     },
     "apps-sync": {
         "task": "portal.webapps.tasks.apps_sync",

@@ -17,7 +17,6 @@ from django.conf import settings
 from portal.projects.models import Project
 from portal.projects.services import projects_sync
 from slurm.adapter import Slurm
-from slurm.errors import SlurmRejected
 from slurm.runner import SlurmRunner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -70,10 +69,9 @@ def test_the_portal_account_creates_a_new_projects_account_under_the_parent(new_
 def test_a_slurm_user_without_the_grant_is_told_what_an_admin_must_grant(new_project):
     """alice is a plain Slurm user: sacctmgr refuses her, and the message names both commands."""
     slurm = Slurm(RunnerAs(bin_dir=Path(settings.SLURM_BIN_DIR), timeout=30, account="alice"))
-    with pytest.raises(SlurmRejected) as refused:
-        projects_sync(slurm=slurm, projects=[new_project])
+    report = projects_sync(slurm=slurm, projects=[new_project])
     parent, operator = settings.SLURM_PROJECTS_PARENT_ACCOUNT, settings.SLURM_OPERATOR_ACCOUNT
-    message = refused.value.message
-    assert "Access/permission denied" in message
+    message = report.failed[new_project.slurm_account]
+    assert report.accounts_added == [] and "Access/permission denied" in message
     assert f"sacctmgr -i add coordinator account={parent} names={operator}" in message
     assert _assocs(new_project.slurm_account) == []

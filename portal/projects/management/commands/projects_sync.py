@@ -35,3 +35,9 @@ class Command(BaseCommand):
             raise CommandError(f"not applied: {error}") from error
         self.stdout.write(f"accounts added: {report.accounts_added}; users added: {report.users_added}; "
                           f"removed: {report.users_removed}; budgets set (GPU-minutes): {report.budgets_set}")
+        if report.removals_refused:
+            self.stderr.write(f"removals held back (PROJECTS_SYNC_MAX_REMOVE_SHARE): "
+                              f"{report.removals_refused}")
+        if report.failed:
+            raise CommandError("not applied: " + "; ".join(f"{account}: {message}"
+                                                         for account, message in report.failed.items()))
