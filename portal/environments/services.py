@@ -26,13 +26,18 @@ MANIFEST = "gpuportal-env.json"
 IMPORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 MARKER = "gpuportal-environment-check:"
 # Run by the environment's own Python with -I (no user site, no PYTHON* variables, no cwd on the
-# path); the framework names come as arguments, never as code.
+# path); the framework names come as arguments, never as code. The MLflow client must import too:
+# the tracking page's snippet (docs/user/tracking.md) runs in any environment, notebook or job.
 _PYTHON_CHECK = f"""
 import importlib, importlib.metadata, json, sys
 found = {{}}
 for name in sys.argv[1:]:
     module = importlib.import_module(name)
     found[name] = str(getattr(module, "__version__", "") or importlib.metadata.version(name))
+try:
+    import mlflow
+except Exception as error:
+    sys.exit(f"the MLflow client does not import ({{error}}): install mlflow-skinny in this environment")
 print({MARKER!r} + json.dumps(found))
 """
 # Loads the modules (given as arguments, never as code) and lists what got loaded.

@@ -14,11 +14,19 @@ needs_real_envs = pytest.mark.skipif(not (REAL_ROOT / "pytorch" / "gpuportal-env
 
 
 def make_env(root: Path, name: str, *, python: str = "/bin/false", frameworks: dict | None = None,
-             kernel: str | None = None, manifest: object = None) -> Path:
-    """A fake environment prefix: bin/python is a link to `python`, plus a build manifest."""
+             kernel: str | None = None, manifest: object = None, mlflow: bool = False) -> Path:
+    """A fake environment prefix: bin/python is a link to `python`, plus a build manifest; with
+    `mlflow`, a venv whose site-packages holds a stand-in MLflow client (the health check imports it)."""
     prefix = root / name
     (prefix / "bin").mkdir(parents=True)
     (prefix / "bin/python").symlink_to(python)
+    if mlflow:
+        (prefix / "pyvenv.cfg").write_text(f"home = {Path(python).parent}\n")
+        site = subprocess.run([str(prefix / "bin/python"), "-I", "-c",
+                               "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        (Path(site) / "mlflow").mkdir(parents=True)
+        (Path(site) / "mlflow/__init__.py").write_text('__version__ = "0.0.0"\n')
     if manifest is None:
         manifest = {"name": name, "kernel": kernel or name, "display_name": f"Fake {name}",
                     "frameworks": frameworks or {}}

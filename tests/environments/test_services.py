@@ -2,10 +2,12 @@
 and on the real ones scripts/envs/build.sh made."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -46,7 +48,7 @@ def test_rediscovery_keeps_what_admins_set(envs_root):
 def test_versions_are_detected_from_the_environment_not_the_manifest(envs_root):
     import json as stdlib_json
 
-    make_env(envs_root, "alpha", python=PYTHON, frameworks={"json": "typed-by-hand"})
+    make_env(envs_root, "alpha", python=PYTHON, frameworks={"json": "typed-by-hand"}, mlflow=True)
     alpha = environment_check(environment=environments_discover()[0])
     assert alpha.healthy, alpha.health_message
     assert alpha.frameworks == {"json": stdlib_json.__version__} and alpha.health_message == ""
@@ -69,6 +71,14 @@ def test_a_missing_framework_is_named(envs_root):
     gone = environment_check(environment=environments_discover()[0])
     assert not gone.healthy
     assert "No module named 'no_such_framework'" in gone.health_message
+
+
+def test_an_environment_without_the_mlflow_client_is_broken(envs_root):
+    make_env(envs_root, "nomlflow", python=PYTHON, frameworks={"json": "1"})
+    nomlflow = environment_check(environment=environments_discover()[0])
+    assert not nomlflow.healthy
+    assert ("the MLflow client does not import (No module named 'mlflow'): install mlflow-skinny"
+            in nomlflow.health_message)
 
 
 def test_a_missing_python_is_broken(envs_root):
@@ -133,7 +143,7 @@ def test_checks_run_in_parallel(envs_root, settings):
 
 
 def test_command_and_beat_task(envs_root, capsys):
-    make_env(envs_root, "alpha", python=PYTHON, frameworks={"json": "1"})
+    make_env(envs_root, "alpha", python=PYTHON, frameworks={"json": "1"}, mlflow=True)
     make_env(envs_root, "broken")
     call_command("environments_sync")
     out, err = capsys.readouterr()
@@ -158,3 +168,22 @@ def test_real_environments_are_discovered_and_healthy(settings, user):
                              capture_output=True, text=True, check=True).stdout.strip()
     assert pytorch.frameworks["torch"] == version and "torchvision" in pytorch.frameworks
     assert environment_get(user=user, name="pytorch") == pytorch
+
+
+@pytest.mark.integration
+@needs_real_envs
+def test_every_real_framework_environment_has_the_mlflow_client(settings):
+    """The tracking page's snippet runs in whichever environment a notebook or job uses: each has
+    the client at the version scripts/envs pins."""
+    envs = Path(__file__).resolve().parents[2] / "scripts/envs"
+    pins = {name: re.search(r"^mlflow-skinny==(\S+)$", (envs / f"{name}.txt").read_text(), re.M)
+            for name in ("pytorch", "tensorflow", "jax")}
+    assert all(pins.values()) and len({pin[1] for pin in pins.values()}) == 1, pins
+    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
+    found = [e for e in environments_discover() if e.name in ("pytorch", "tensorflow", "jax")]
+    environments_check(environments=found)
+    assert {e.name: e.health_message for e in found if not e.healthy} == {}
+    for env in found:
+        version = subprocess.run([env.python, "-I", "-c", "import mlflow; print(mlflow.__version__)"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        assert version == pins[env.name][1], env.name

@@ -2,7 +2,8 @@
 batch job's environment (MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN: the job's own token;
 MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_NAME: the job's own run, which the portal made when it stored the
 job). Once the job has ended, the real client reads that run back: the job's params and tags, status
-FINISHED, and its metrics."""
+FINISHED, and its metrics. Once with the tests' own client venv, once in the TensorFlow environment
+with the client it ships (no install step in the job)."""
 
 import json
 import shutil
@@ -12,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from portal.accounts.services import api_token_create
+from portal.environments.services import environment_check, environments_discover
 from portal.jobs.models import TERMINAL_STATES, JobState
 from portal.tracking.models import Run
+from tests.environments.conftest import REAL_ROOT, needs_real_envs
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 - fixtures of the real-job tests
 from tests.tracking.test_mlflow_client_real import CLIENT, SCRIPT, _client
 
@@ -32,15 +35,43 @@ def portal_for_jobs(settings, live_server):
     shutil.rmtree(Path("/home/alice") / name, ignore_errors=True)
 
 
-def test_mlflow_inside_a_slurm_job_logs_into_the_jobs_run(portal_for_jobs, token_client, slurm, live_server):
-    commands = f"export MLFLOW_DISABLE_TELEMETRY=true\n{CLIENT} {SCRIPT} log"
+@pytest.fixture
+def tensorflow_env(settings):
+    """The real TensorFlow environment, registered and checked (its check imports mlflow too)."""
+    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
+    tensorflow = next(e for e in environments_discover() if e.name == "tensorflow")
+    environment_check(environment=tensorflow)
+    assert tensorflow.healthy, tensorflow.health_message
+    return tensorflow
+
+
+# The client venv's Python by its path; the environment's as `python`, from the PATH its activation set.
+IN_ENVIRONMENTS = [pytest.param(None, f"{CLIENT} {SCRIPT} log", id="client-venv"),
+                   pytest.param("tensorflow", "command -v python\n"
+                                "python -c 'import mlflow, tensorflow; print(mlflow.__file__)'\n"
+                                f"python {SCRIPT} log", id="tensorflow", marks=needs_real_envs)]
+
+
+@pytest.mark.parametrize(("environment", "run_client"), IN_ENVIRONMENTS)
+def test_mlflow_inside_a_slurm_job_logs_into_the_jobs_run(request, environment, run_client, portal_for_jobs,
+                                                          token_client, slurm, live_server):
+    parameters = {"commands": f"export MLFLOW_DISABLE_TELEMETRY=true\n{run_client}", "gpus": 0,
+                  "time_limit": 5}
+    if environment:
+        request.getfixturevalue(f"{environment}_env")
+        parameters["environment"] = environment
     response = token_client.post("/api/v1/jobs/", {"template": "custom", "name": "mlflow in a job",
-                                                   "parameters": {"commands": commands, "gpus": 0,
-                                                                  "time_limit": 5}}, format="json")
+                                                   "parameters": parameters}, format="json")
     assert response.status_code == 201, response.content
     job = poll_until(slurm, response.json()["id"], TERMINAL_STATES, timeout=150)
     log = token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stderr").json()["text"]
     assert job.state == JobState.COMPLETED, log[-3000:]
+    if environment:  # its own Python, and the MLflow client from the environment, not a user install
+        stdout = token_client.get(f"/api/v1/jobs/{job.pk}/log/?stream=stdout").json()["text"]
+        assert f"software environment: {environment}" in stdout
+        prefix = REAL_ROOT / environment
+        assert f"{prefix}/bin/python\n" in stdout
+        assert f"{prefix}/lib/python3.11/site-packages/mlflow/__init__.py\n" in stdout, stdout
     runs = Run.objects.filter(job=job)
     assert runs.count() == 2 and {r.owner.username for r in runs} == {"alice"}
     run = runs.exclude(run_name="worse").get()
