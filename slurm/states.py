@@ -19,6 +19,11 @@ FINAL = frozenset({"COMPLETED", "FAILED", "SPECIAL_EXIT", "CANCELLED", "REVOKED"
                    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
 
 
+# The final states the portal tells apart by name (how a job ended), so that nothing outside slurm/
+# spells a Slurm state (tests/slurm/test_states.py).
+COMPLETED, CANCELLED, TIMEOUT = "COMPLETED", "CANCELLED", "TIMEOUT"
+
+
 def base_state(state: str) -> str:
     """'CANCELLED by 10001' -> 'CANCELLED', 'COMPLETED+' -> 'COMPLETED', ' running' -> 'RUNNING'."""
     return state.strip().split(" ", 1)[0].rstrip("+").upper()
@@ -30,3 +35,13 @@ def is_live(state: str) -> bool:
 
 def is_final(state: str) -> bool:
     return base_state(state) in FINAL
+
+
+def is_pending(state: str) -> bool:
+    """Waiting to start: PENDING, but also REQUEUED and the held states."""
+    return base_state(state) in PENDING
+
+
+def is_running(state: str) -> bool:
+    """Holding its allocation: RUNNING, but also CONFIGURING, COMPLETING and the rest of RUNNING."""
+    return base_state(state) in RUNNING

@@ -21,7 +21,7 @@ from portal.cluster.models import Node, PartitionGpu
 from portal.core.errors import InvalidInput, NotFound
 from portal.environments.models import Environment
 from portal.jobs.job_templates import catalog
-from portal.jobs.models import Job
+from portal.jobs.models import Job, JobState
 from portal.jobs.services.logs import job_log_read
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def result_record_from_job(*, job_id: int) -> list[BenchmarkResult]:
         return []
     text = _job_output(job)
     parsed = _parse(tool, text)
-    if job.state != "COMPLETED" and parsed.get("parsed"):
+    if job.state != JobState.COMPLETED and parsed.get("parsed"):
         parsed = {**parsed, "parsed": False, "reason": f"the job ended {job.state}; its figures are not kept"}
     context = _job_context(job, tool)
     try:

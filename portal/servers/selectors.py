@@ -21,6 +21,7 @@ from portal.cluster.models import PollStatus, SlurmJob
 from portal.servers.models import NotebookServer
 from portal.waits.models import Waiting
 from portal.waits.selectors import waiting_by_job, waiting_get
+from slurm.states import is_running
 
 RECENTLY_ENDED = timedelta(days=1)
 RECENT_PAGE_SIZE = 10
@@ -193,7 +194,7 @@ def _card(row: NotebookServer, job: SlurmJob | None, now: datetime, freshness: F
           waiting: Waiting | None = None) -> ServerCard:
     state = _state(row)
     active = row.ended_at is None
-    job_running = job is not None and job.state == "RUNNING"
+    job_running = job is not None and is_running(job.state)
     # The node its job reported (portal.reports) once it did; before that, the poll's.
     node = (row.node or (job.nodes if job_running else "")) if active else ""
     if active and job_running and job.end_time:

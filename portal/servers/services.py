@@ -39,7 +39,7 @@ from portal.projects.selectors import user_projects
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from slurm.parsing import AccountedJob, QueuedJob
-from slurm.states import is_final, is_live
+from slurm.states import CANCELLED, TIMEOUT, is_final, is_live, is_pending, is_running
 
 logger = logging.getLogger(__name__)
 
@@ -391,17 +391,17 @@ def _hub_view_apply(server: NotebookServer, hub_server: HubServer, job: SlurmJob
         changes["job_id"] = hub_server.job_id
     if hub_server.last_activity and hub_server.last_activity != server.last_activity:
         changes["last_activity"] = hub_server.last_activity
-    if job is not None and job.state == "RUNNING" and job.end_time != server.ends_at:
+    if job is not None and is_running(job.state) and job.end_time != server.ends_at:
         changes["ends_at"] = job.end_time
     if server.hub_accepted_at is None:  # the hub has it while its answer to the task is on the way
         changes["hub_accepted_at"] = now
-    if hub_server.slurm_state == "PENDING" and server.queued_at is None:
+    if is_pending(hub_server.slurm_state) and server.queued_at is None:
         changes["queued_at"] = now
-    if hub_server.slurm_state == "RUNNING" and server.started_at is None:
+    if is_running(hub_server.slurm_state) and server.started_at is None:
         changes["started_at"] = job.start_time if job is not None and job.start_time else now
     if hub_server.ready and server.ready_at is None:
         changes["ready_at"] = now
-    if hub_server.slurm_state == "PENDING" and _reason_noted(server, hub_server.slurm_detail, now):
+    if is_pending(hub_server.slurm_state) and _reason_noted(server, hub_server.slurm_detail, now):
         changes["pending_reasons"] = server.pending_reasons
     if changes:
         NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(**changes)
@@ -480,14 +480,14 @@ def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) 
                 left.append(server)
             continue
         changes: dict[str, Any] = {}
-        ends_at = row.end_time if row.state == "RUNNING" else server.ends_at
+        ends_at = row.end_time if is_running(row.state) else server.ends_at
         if (server.job_id, server.ends_at) != (row.job_id, ends_at):
             changes.update(job_id=row.job_id, ends_at=ends_at)
-        if row.state == "RUNNING" and server.started_at is None:
+        if is_running(row.state) and server.started_at is None:
             changes["started_at"] = row.start_time or now
-        if row.state == "PENDING" and server.queued_at is None:
+        if is_pending(row.state) and server.queued_at is None:
             changes["queued_at"] = now
-        if row.state == "PENDING" and _reason_noted(server, row.reason, now):
+        if is_pending(row.state) and _reason_noted(server, row.reason, now):
             changes["pending_reasons"] = server.pending_reasons
         if changes:
             NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).update(**changes)
@@ -532,7 +532,7 @@ def _ended_by(server: NotebookServer, row: AccountedJob, reason: str) -> Abstrac
     whose spawner cancels the job); otherwise the cycle's own (a time limit, the job's end)."""
     if reason == NotebookServer.EndReason.IDLE:
         return acting_part(CULLER)
-    if row.base_state == "CANCELLED" and server.stop_requested_at is None:
+    if row.base_state == CANCELLED and server.stop_requested_at is None:
         return acting_part(HUB)
     return nullcontext()
 
@@ -581,11 +581,11 @@ def server_job_id_from_hub(*, server: NotebookServer, hub: JupyterHub | None = N
 
 def _end_reason(server: NotebookServer, row: AccountedJob) -> str:
     reasons = NotebookServer.EndReason
-    if row.base_state == "TIMEOUT":
+    if row.base_state == TIMEOUT:
         return reasons.TIME_LIMIT
     if server.stop_requested_at is not None:
         return reasons.STOPPED
-    if row.base_state == "CANCELLED":
+    if row.base_state == CANCELLED:
         # Nobody asked through the portal: the idle culler, if the server had been idle that long.
         idle_since = server.last_activity or server.created_at
         idle = timedelta(seconds=settings.SERVERS_IDLE_TIMEOUT_SECONDS - 2 * settings.SLURM_POLL_SECONDS)

@@ -54,9 +54,9 @@ def task_state(sweep: Sweep, index: int) -> str:
     """pending, running, done, failed or cancelled: Slurm's state of the task as the cycle saw it;
     a task never seen running when the array ended was cancelled (or never started)."""
     state = sweep.task_states.get(str(index), "")
-    if state == "COMPLETED":
+    if slurm_states.base_state(state) == slurm_states.COMPLETED:
         return "done"
-    if state.startswith("CANCELLED"):
+    if slurm_states.base_state(state) == slurm_states.CANCELLED:
         return "cancelled"
     if slurm_states.is_final(state):
         return "failed"

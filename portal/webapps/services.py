@@ -256,7 +256,7 @@ def _follow(app: App, row: SlurmJob | None, refreshed: Any, slurm: Slurm | None)
 
 def _ended_reason(app: App, slurm_state: str) -> str:
     if app.state == State.READY:
-        if slurm_state == "TIMEOUT":
+        if slurm_states.base_state(slurm_state) == slurm_states.TIMEOUT:
             return f"Reached its time limit ({app.time_limit_minutes} minutes)."
         return f"Its Slurm job ended ({slurm_state.lower()})."
     tail = _log_tail(app)

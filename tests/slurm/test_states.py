@@ -40,14 +40,29 @@ def test_the_jobs_state_machine_maps_every_state():
 
 
 def _state_sets(path: Path) -> list[int]:
-    """Lines of set/frozenset/tuple literals naming two or more Slurm states."""
+    """Lines of set/frozenset/tuple literals naming two or more Slurm states, and outside slurm/ of
+    comparisons with a Slurm state spelt out (`state == "RUNNING"` misses CONFIGURING, REQUEUED...)."""
+    comparisons = ROOT / "slurm" not in path.parents
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Set | ast.Tuple | ast.List):
             names = {elt.value for elt in node.elts if isinstance(elt, ast.Constant)} & SLURM_STATES
             if len(names) >= 2 and {"PENDING", "RUNNING", "COMPLETING", "REQUEUED"} & names:
                 found.append(node.lineno)
+        elif comparisons and isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Constant) and side.value in SLURM_STATES
+                for side in (node.left, *node.comparators)):
+            found.append(node.lineno)
     return found
+
+
+@pytest.mark.parametrize(("raw", "pending", "running"), [
+    ("PENDING", True, False), ("REQUEUED", True, False), ("REQUEUE_HOLD", True, False),
+    ("CONFIGURING", False, True), ("COMPLETING", False, True), ("running", False, True),
+    ("SUSPENDED", False, False), ("CANCELLED by 10001", False, False),
+])
+def test_pending_and_running_are_the_sets_not_the_words(raw, pending, running):
+    assert (states.is_pending(raw), states.is_running(raw)) == (pending, running)
 
 
 def test_live_states_are_defined_once_and_the_spawner_imports_them():

@@ -39,8 +39,8 @@ def accounting_arrays_fold(rows: list[AccountedJob]) -> list[AccountedJob]:
             groups.setdefault(parts[0], []).append(row)
     for array_id, tasks in groups.items():
         live = [task for task in tasks if slurm_states.is_live(task.state)]
-        cancelled = [task for task in tasks if task.base_state == "CANCELLED"]
-        failed = [task for task in tasks if task.base_state != "COMPLETED"]
+        cancelled = [task for task in tasks if task.base_state == slurm_states.CANCELLED]
+        failed = [task for task in tasks if task.base_state != slurm_states.COMPLETED]
         chosen = (live or cancelled or failed or tasks)[0]
         ends = [task.end_time for task in tasks]
         starts = [task.start_time for task in tasks if task.start_time is not None]
