@@ -12,14 +12,7 @@ source "$(dirname "$0")/lib.sh"
 [[ $EUID -eq 0 ]] || die "run as root"
 "$ROOT/scripts/down.sh"
 # The MLflow venvs are keyed by their pinned version (scripts/mlflow-client.sh).
-KEEP="mlflow-client-venv mlflow-server-venv" "$ROOT/slurm/dev/purge.sh"
-for account in "$PORTAL_USER" "$HUB_USER"; do
-  getent passwd "$account" >/dev/null || continue
-  pkill -KILL -u "$account" 2>/dev/null || true
-  say "purge: system account $account"
-  userdel "$account"
-  getent group "$account" >/dev/null && groupdel "$account"
-done
+KEEP="mlflow-client-venv mlflow-server-venv" ACCOUNTS="$PORTAL_USER $HUB_USER" "$ROOT/slurm/dev/purge.sh"
 rm -rf /usr/local/libexec/gpuportal
 rm -f /usr/local/bin/gpuportal
 rm -f /etc/sudoers.d/gpuportal /etc/sudoers.d/gpuportal-*

@@ -6,7 +6,7 @@
 # scripts/purge.sh). The next up.sh starts from nothing.
 #
 #   slurm/dev/purge.sh                  # as root
-#   KEEP="venv other" slurm/dev/purge.sh
+#   KEEP="venv other" ACCOUNTS="svc1 svc2" slurm/dev/purge.sh   # keep those, remove these too
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=/dev/null # one file per service, see services/
@@ -28,16 +28,25 @@ fi
 rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/slurmdbd.conf "$MUNGE_KEY"
 rm -f /usr/local/bin/nvidia-smi /usr/local/bin/gpu-busy
 
-# The demo accounts (lib.sh DEMO_USERS), their homes, run state and groups; slurmrestd's account.
-for uid in $(demo_uids) "$SLURMRESTD_USER"; do
-  getent passwd "$uid" >/dev/null || continue
-  num=$(id -u "$uid")
-  pkill -KILL -u "$uid" 2>/dev/null || true
-  log "purge: Unix account $uid and its home"
-  userdel --remove "$uid" 2>/dev/null || userdel "$uid"
-  rm -rf "/tmp/podman-run-$num" "/home/$uid"
+# account_remove NAME: end its processes, then the account (userdel refuses while any is left, and
+# PID 1 here reaps the killed ones only every ~2 s).
+account_remove() {
+  local name=$1 num
+  num=$(id -u "$name")
+  pkill -KILL -u "$name" 2>/dev/null || true
+  wait_for "the processes of $name to end" 30 bash -c "! pgrep -u $num >/dev/null"
+  log "purge: Unix account $name"
+  userdel "$name"
+  rm -rf "/tmp/podman-run-$num"
+}
+
+# The demo accounts (lib.sh DEMO_USERS) with their homes, slurmrestd's account, the accounts the
+# caller names in ACCOUNTS (the portal's), and their groups.
+for name in $(demo_uids) "$SLURMRESTD_USER" ${ACCOUNTS:-}; do
+  getent passwd "$name" >/dev/null && account_remove "$name"
+  [[ $(demo_uids) == *"$name"* ]] && rm -rf "/home/$name"
 done
-for group in "$PORTAL_UNIX_GROUP" "$UNIX_GROUP" "$SLURMRESTD_USER"; do
-  getent group "$group" >/dev/null && groupdel "$group"
+for group in "$PORTAL_UNIX_GROUP" "$UNIX_GROUP" "$SLURMRESTD_USER" ${ACCOUNTS:-}; do
+  if getent group "$group" >/dev/null; then groupdel "$group"; fi
 done
 log "test bed purged (kept under $STATE: ${KEEP:-nothing})"
