@@ -3,8 +3,9 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-# The hub and proxy stop; notebook servers are Slurm jobs and end with the cluster below.
-"$ROOT/spawners/hub.sh" stop
+# The hub and proxy stop; notebook servers are Slurm jobs and end with the cluster below. Without
+# its account (a purged machine) no hub runs.
+if getent passwd "$HUB_USER" >/dev/null; then "$ROOT/spawners/hub.sh" stop; fi
 for name in apps-gateway celery-beat celery-worker gunicorn; do
   pidfile="$RUN/$name.pid"
   [[ -f "$pidfile" ]] || continue
