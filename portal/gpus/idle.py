@@ -82,17 +82,17 @@ def idle_look(*, owner: dict[str, Any], started: datetime, rules: IdleRules, now
     if watch is not None:
         since = max([since, *(t for t in (watch.active_at, watch.kept_at) if t is not None)])
     for gpu in summary.last.values():
-        if gpu.get("util") is not None and gpu["util"] >= rules.util_percent:
-            return IdleLook(None)  # busy right now
+        # No reading ([N/A]: a MIG instance, a driver that does not say) is unknown, never idle.
+        if gpu.get("util") is None or gpu["util"] >= rules.util_percent:
+            return IdleLook(None)  # busy right now, or not known
     points = list(GpuPoint.objects.filter(**owner, minute__gte=since - timedelta(minutes=1))
-                  .values_list("minute", "util_sum", "util_count"))
+                  .values_list("minute", "util_sum", "util_count", "samples"))
     util_max = None
-    for minute, total, count in points:
+    for minute, total, count, samples in points:
         mean = total / count if count else None
-        if mean is None:
-            continue
-        if mean >= rules.util_percent:
-            # Busy at some time in that minute: idle at the soonest from its end.
+        if mean is None or count < samples or mean >= rules.util_percent:
+            # Busy at some time in that minute, or a sample in it without a reading (unknown is
+            # never idle): idle at the soonest from its end.
             since = max(since, min(minute + timedelta(minutes=1), summary.last_at))
         else:
             util_max = mean if util_max is None else max(util_max, mean)

@@ -261,3 +261,21 @@ def test_a_django_group_policy_applies(hub, short):  # noqa: F811
     server = _session(alice)
     _minutes(server, 40, 0)
     assert idle_gpus_follow().warned == 0
+
+
+@pytest.mark.django_db
+def test_a_gpu_without_readings_is_unknown_never_idle(hub, short):  # noqa: F811
+    """#32: MIG instances print [N/A] for utilization.gpu. Such a session is never warned nor
+    stopped, however long; and minutes without a reading never count toward an idle window."""
+    alice = UserFactory(username="alice")
+    mig = _session(alice, name="mig")
+    hub.running["mig"] = object()
+    _minutes(mig, 60, 0, util=None)
+    assert (idle_gpus_follow().warned, IdleWatch.objects.get(session=mig).state) == (0, State.OK)
+
+    gap = _session(alice, name="gap")
+    hub.running["gap"] = object()
+    _minutes(gap, 40, 21, util=None)  # unknown until 20 minutes ago, idle since: under the 30 minutes
+    _minutes(gap, 20, 0)
+    idle_gpus_follow()
+    assert IdleWatch.objects.get(session=gap).state == State.OK
