@@ -98,7 +98,7 @@ def test_requests_are_counted_by_route_pattern_never_the_raw_path(scrape_key):
     client.generic("BREW", "/api/v1/jobs/3/")
 
     got = _scrape(**{"Authorization": f"Bearer {scrape_key}"})
-    route = "/api/v1/jobs/<id:job_id>/"
+    route = "/api/v1/jobs/<str:job_id>/"
     requests = "gpuportal_http_requests_total"
     assert got[(requests, (("method", "GET"), ("route", route), ("status", "4xx")))] == 2
     assert got[(requests, (("method", "other"), ("route", route), ("status", "4xx")))] == 1
