@@ -86,3 +86,16 @@ def test_compare_scaling_and_usage(page, live_server, seeded):
         page.click("#usage-csv")
     assert download.value.suggested_filename == "usage.csv"
     page.screenshot(path=ARTIFACTS / "usage.png", full_page=True)
+
+
+def test_a_charts_csv_defuses_formulas_as_the_servers_does(page, live_server, seeded):
+    """#33: a run or user named `=HYPERLINK(...)` reaches an admin's spreadsheet as text, not a
+    formula; numbers, negative ones too, stay numbers."""
+    _login(page, live_server)
+    page.goto(f"{live_server.url}/benchmarks/charts/?kind=scaling&model=resnet50&precision=fp32")
+    page.wait_for_selector("figure[data-rendered=true]")
+    csv = page.evaluate("""portalCharts.csv([
+        {name: '=HYPERLINK("http://x","y")', user: "@bob", note: "-1+2", value: -3.5},
+        {name: "plain", user: "a,b", note: "line\\nbreak", value: 7}])""")
+    assert csv.splitlines()[:2] == ["name,user,note,value", '"\'=HYPERLINK(""http://x"",""y"")",\'@bob,\'-1+2,-3.5']
+    assert '"a,b"' in csv and '"line\nbreak"' in csv

@@ -7,9 +7,12 @@
   function toCsv(rows) {
     if (!rows.length) return "";
     const columns = Object.keys(rows[0]);
+    // As the server's CSV (portal/benchmarks/usage.py): a text cell a spreadsheet would run as a
+    // formula (= + - @, tab, CR) gets a leading quote; run and user names are anybody's text.
     const cell = (v) => {
-      const s = v === null || v === undefined ? "" : String(v);
-      return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+      let s = v === null || v === undefined ? "" : String(v);
+      if (typeof v === "string" && /^[=+\-@\t\r]/.test(s)) s = "'" + s;
+      return /[",\n\r]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
     };
     return [columns.join(",")].concat(rows.map((r) => columns.map((c) => cell(r[c])).join(","))).join("\n") + "\n";
   }
@@ -39,6 +42,6 @@
     });
   }
   const renderAll = (root) => root.querySelectorAll("figure[data-chart]").forEach(render);
-  window.portalCharts = { render: renderAll };
+  window.portalCharts = { render: renderAll, csv: toCsv };
   document.addEventListener("DOMContentLoaded", () => renderAll(document));
 })();
