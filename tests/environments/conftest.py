@@ -58,14 +58,19 @@ def admin(db):
     return UserFactory(username="ada", is_staff=True, is_superuser=True)
 
 
+def real_environment(settings, name: str):
+    """The real framework environment `name` (scripts/envs), registered and checked in the test
+    database (its check imports the framework and mlflow)."""
+    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
+    found = next(e for e in environments_discover() if e.name == name)
+    environment_check(environment=found)
+    assert found.healthy, found.health_message
+    return found
+
+
 @pytest.fixture
 def pytorch_env(settings):
-    """The real PyTorch environment, registered and checked in the test database."""
-    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
-    pytorch = next(e for e in environments_discover() if e.name == "pytorch")
-    environment_check(environment=pytorch)
-    assert pytorch.healthy, pytorch.health_message
-    return pytorch
+    return real_environment(settings, "pytorch")
 
 
 @pytest.fixture

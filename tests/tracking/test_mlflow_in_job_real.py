@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from portal.accounts.services import api_token_create
-from portal.environments.services import environment_check, environments_discover
 from portal.jobs.models import TERMINAL_STATES, JobState
 from portal.tracking.models import Run
-from tests.environments.conftest import REAL_ROOT, needs_real_envs
+from tests.environments.conftest import REAL_ROOT, needs_real_envs, real_environment
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 - fixtures of the real-job tests
 from tests.tracking.test_mlflow_client_real import CLIENT, SCRIPT, _client
 
@@ -37,12 +36,7 @@ def portal_for_jobs(settings, live_server):
 
 @pytest.fixture
 def tensorflow_env(settings):
-    """The real TensorFlow environment, registered and checked (its check imports mlflow too)."""
-    settings.ENVIRONMENTS_DIR = str(REAL_ROOT)
-    tensorflow = next(e for e in environments_discover() if e.name == "tensorflow")
-    environment_check(environment=tensorflow)
-    assert tensorflow.healthy, tensorflow.health_message
-    return tensorflow
+    return real_environment(settings, "tensorflow")
 
 
 # The client venv's Python by its path; the environment's as `python`, from the PATH its activation set.
