@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
@@ -20,7 +21,7 @@ def login_view(request: HttpRequest) -> HttpResponse:
         login(request, form.user, backend="portal.accounts.backends.LdapBackend")
         next_url = request.POST.get("next") or request.GET.get("next", "")
         if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
-            next_url = "cluster:status"
+            next_url = settings.LOGIN_REDIRECT_URL
         return redirect(next_url)
     # Too many failures is a 429 with Retry-After on the page too; other refusals are the form's 400.
     too_many = isinstance(form.refused, TooManyRequests)

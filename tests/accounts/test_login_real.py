@@ -14,7 +14,7 @@ def _login(client, username, password):
 
 def test_alice_logs_in_and_her_record_is_synced(client):
     response = _login(client, "alice", "alice-pw")
-    assert response.status_code == 302 and response["Location"] == reverse("cluster:status")
+    assert response.status_code == 302 and response["Location"] == reverse("home")
     alice = User.objects.get(username="alice")
     assert (alice.uid_number, alice.email, alice.is_staff) == (10001, "alice@gpuportal.test", False)
     assert not alice.has_usable_password()
@@ -85,4 +85,4 @@ def test_open_redirect_is_ignored(client):
     response = client.post(reverse("accounts:login"),
                            {"username": "alice", "password": "alice-pw",
                             "next": "https://evil.example/"})
-    assert response["Location"] == reverse("cluster:status")
+    assert response["Location"] == reverse("home")

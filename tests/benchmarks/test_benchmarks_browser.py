@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from portal.benchmarks.services import published_load
 from tests.benchmarks.factories import ResultFactory
+from tests.browser.nav import go
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -52,7 +53,7 @@ def _login(page, live_server):
 def test_compare_scaling_and_usage(page, live_server, seeded):
     ARTIFACTS.mkdir(exist_ok=True)
     _login(page, live_server)
-    page.click("#benchmarks-link")
+    go(page, "benchmarks-link")
     assert page.locator("#results tr.flagged").count() == 1
     page.screenshot(path=ARTIFACTS / "benchmarks-history.png", full_page=True)
     page.check(f'input[name=ids][value="{seeded[1].pk}"]')
@@ -79,7 +80,7 @@ def test_compare_scaling_and_usage(page, live_server, seeded):
         page.wait_for_selector("figure[data-rendered=true]")
         page.screenshot(path=ARTIFACTS / f"benchmarks-{kind}.png", full_page=True)
 
-    page.click("#usage-link")
+    go(page, "usage-link")
     page.wait_for_selector("figure[data-rendered=true]")
     assert page.locator("#usage tr").count() >= 3
     with page.expect_download() as download:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from portal.jobs.models import Job, JobState
+from tests.browser.nav import go
 from tests.poll_helpers import slurm_poll
 from tests.slurm_waits import SLURM_PATIENCE
 
@@ -20,7 +21,7 @@ def test_compose_preview_submit_follow_log_and_cancel(page, live_server, slurm):
     page.fill("#id_username", "alice")
     page.fill("#id_password", "alice-pw")
     page.click("button[type=submit]")
-    page.click("#jobs-link")
+    go(page, "jobs-link")
     page.click("#new-job")
     page.click('[data-template="custom"] a')
 

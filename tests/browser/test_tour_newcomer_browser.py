@@ -14,6 +14,7 @@ from portal.accounts.models import User
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job, JobState
 from portal.servers.models import NotebookServer
+from tests.browser.nav import go
 from tests.conftest import ROOT
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
@@ -72,18 +73,18 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
     assert re.search(r"\d+ running · \d+ pending jobs", _words(gpu_card)), _words(gpu_card)
     assert page.locator("h2", has_text="Nodes").count() == 1
 
-    # 2. Servers -> the start form with its defaults, no notice; Start -> ready, node, time left.
-    page.click("nav >> text=Servers")
-    _promised("*Start a server*", "*GPUs per node*", "*Session time (hours)*", "*Nodes*",
-              "*Software environment*", "(`my-server`, 1 GPU, 1 node)", "**Start My Server**",
+    # 2. Sessions -> the start form with its defaults, no notice; Start -> ready, node, time left.
+    go(page, "sessions-link")
+    _promised("*Start a session*", "*GPUs per node*", "*Session time (hours)*", "*Nodes*",
+              "*Software environment*", "(`my-server`, 1 GPU, 1 node)", "**Start session**",
               "**Open JupyterLab**")
-    assert page.locator("h2", has_text="Start a server").count() == 1
+    assert page.locator("h2", has_text="Start a session").count() == 1
     for label in ("GPUs per node", "Session time (hours)", "Nodes", "Software environment"):
         assert page.get_by_label(label, exact=True).count() == 1, label
     assert (page.input_value("#id_name"), page.input_value("#id_gpus"), page.input_value("#id_nodes"),
             page.input_value("#id_hours")) == ("my-server", "1", "1", "")
     assert page.locator("#prefill-notice").count() == 0 and page.locator("#start-hub-down").count() == 0
-    assert _words(page.locator("#start")) == "Start My Server"
+    assert _words(page.locator("#start")) == "Start session"
     _fits(page)
     page.fill("#id_name", "tour")
     page.select_option("#id_partition", "gpu")
@@ -117,7 +118,7 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
               "*Commands*", "a time limit of 480 minutes (8 h), 1 GPU on 1 node, no environment",
               "```bash " + " ".join(custom["commands"].split()) + " ```",
               "**Preview script** shows the exact script, **Submit this script** sends it")
-    page.click("#jobs-link")
+    go(page, "jobs-link")
     page.click("#new-job")
     page.click('[data-template="custom"] a')
     assert page.locator("#prefill-notice").count() == 0
@@ -163,7 +164,7 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
     assert page.locator("#prefill-notice").count() == 0
     assert (page.input_value("#id_time_limit"), page.input_value("#id_gpus")) == ("480", "1")
 
-    page.click("nav >> text=Servers")
+    go(page, "sessions-link")
     session = NotebookServer.objects.get(user=alice, name="tour")
     assert _words(page.locator("#prefill-notice")) == (
         f"Filled in from your last session (tour, started on {_local(session.created_at)}). Use the defaults")

@@ -311,7 +311,7 @@ def test_page_shows_cards_and_form_errors(client, user, hub):
     response = client.post("/servers/", {**form, "partition": "gpu", "hours": 1})
     assert response.status_code == 302
     page = client.get("/servers/").content.decode()
-    assert 'data-server="page"' in page and "Stop My Server" in page
+    assert 'data-server="page"' in page and "Stop session" in page
 
 
 def test_hub_application_is_created_once_and_userinfo_gives_the_uid(client, user, settings):

@@ -15,7 +15,7 @@ from tests.servers.factories import NotebookServerFactory
 
 pytestmark = pytest.mark.django_db
 NOTICE = "Filled in from your last session"
-HUB_DOWN = "JupyterHub is not answering: a server you start now waits for it before it can start"
+HUB_DOWN = "JupyterHub is not answering: a session you start now waits for it before it can start"
 
 
 def _text(html: str) -> str:
@@ -74,7 +74,7 @@ def test_with_the_hub_down_the_form_says_so_beside_start_and_the_card_waits_for_
     # The card grid keeps its own notice; the card says what the session is waiting for.
     assert "the hub is not answering (your servers keep running)" in page
     for path in ("/servers/", "/servers/cards/"):
-        card = re.search(r'<div class="card server" data-server="waits".*?Stop My Server',
+        card = re.search(r'<div class="card server" data-server="waits".*?Stop session',
                          client.get(path).content.decode(), re.DOTALL)[0]
         assert "Starting JupyterLab" not in card, path
         assert 'data-status>waiting for JupyterHub</span>' in card, path
