@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from portal.core.versions import FollowedQuerySet
+
 
 class ExtensionRequest(models.Model):
     """A user's request for more time on a running session or job, and what became of it.
@@ -43,6 +45,7 @@ class ExtensionRequest(models.Model):
                                    help_text="The admin who approved or denied it; empty: the portal")
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         ordering = ["-created_at", "-id"]

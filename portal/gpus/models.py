@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from portal.core.versions import FollowedQuerySet
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer
 
@@ -63,6 +64,7 @@ class GpuSummary(models.Model):
     first_at = models.DateTimeField(null=True)
     last_at = models.DateTimeField(null=True)
     last = models.JSONField(default=dict)
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         constraints = [models.CheckConstraint(condition=_ONE_OWNER, name="gpu_summary_job_or_session")]
@@ -125,6 +127,7 @@ class IdleWatch(models.Model):
     activity_at = models.DateTimeField(null=True, blank=True)
     active_at = models.DateTimeField(null=True, blank=True,
                                      help_text="Last seen with a kernel busy or a terminal command running")
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         constraints = [models.CheckConstraint(condition=_ONE_OWNER, name="idle_watch_job_or_session")]
@@ -159,6 +162,7 @@ class IdleEvent(models.Model):
     reclaimed_gpu_hours = models.FloatField(
         default=0, help_text="Stopped or cancelled: its GPUs times the time limit it had left")
     figures = models.JSONField(default=dict, blank=True)
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         ordering = ["-at"]

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from portal.core.versions import FollowedQuerySet
+
 
 class JobState(models.TextChoices):
     # Saved, not (yet) accepted by Slurm: Slurm was unreachable; the poll cycle retries.
@@ -78,6 +80,7 @@ class Job(models.Model):
     request_digest = models.CharField(max_length=64, blank=True)
     notify_email = models.BooleanField(null=True, blank=True,
                                        help_text="E-mail the owner when it ends; empty: their own setting")
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

@@ -19,6 +19,7 @@ from portal.cluster.models import PollStatus
 from portal.core.converters import id_or_none
 from portal.core.csv_cells import csv_cell
 from portal.core.errors import Conflict, InvalidInput
+from portal.core.live import follows
 from portal.environments.selectors import environment_choices, environment_list
 from portal.jobs.job_templates import Parameter, catalog
 from portal.jobs.models import Job, JobState
@@ -50,6 +51,7 @@ def job_part_render(request: HttpRequest, job_id: int, template: str) -> HttpRes
     return render(request, template, {"job": _job_or_404(request, job_id), "fragment": True})
 
 
+@follows(scope="user")
 @login_required
 def job_list_view(request: HttpRequest) -> HttpResponse:
     query = request.GET

@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from portal.core.versions import FollowedQuerySet
+
 
 class Preset(models.Model):
     class Kind(models.TextChoices):
@@ -15,6 +17,7 @@ class Preset(models.Model):
     template = models.CharField(max_length=64, blank=True, help_text="The job template; empty for servers")
     values = models.JSONField(default=dict, help_text="The form's values, checked again at launch")
     created_at = models.DateTimeField(auto_now_add=True)
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         ordering = ["kind", "template", "name"]

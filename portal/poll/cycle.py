@@ -15,6 +15,7 @@ from portal.cluster.services import cluster_refresh
 from portal.containers.pulls import pulls_apply_accounting, pulls_apply_queue
 from portal.core.locks import advisory_lock
 from portal.core.slurm_work import Unsettled, work_apply_accounting, work_apply_queue
+from portal.core.versions import cluster_changed
 from portal.gpus.idle import IdleReport, idle_gpus_follow
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
 from portal.policy.services import policy_publish
@@ -69,6 +70,7 @@ def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
 
 def _cycle(slurm: Slurm) -> CycleReport:
     status, queue = cluster_refresh(slurm=slurm)
+    cluster_changed()  # a new snapshot, or Slurm's error: the cluster parts answer in full again
     policy_publish()  # partitions follow the snapshot; the hub reads the file
     servers_spawn_retry(now=status.checked_at)
     servers_hub_sync()  # one hub listing for everybody: pages read session states from the database

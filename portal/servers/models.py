@@ -2,6 +2,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from portal.core.versions import FollowedQuerySet
+
 
 class NotebookServer(models.Model):
     """A notebook server the portal started: the options asked for, and how it ended.
@@ -64,6 +66,7 @@ class NotebookServer(models.Model):
     # The client's Idempotency-Key and a digest of its request (portal.core.idempotency).
     idempotency_key = models.CharField(max_length=255, blank=True)
     request_digest = models.CharField(max_length=64, blank=True)
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         ordering = ["-created_at"]

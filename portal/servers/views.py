@@ -7,6 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.core.errors import InvalidInput, PortalError
+from portal.core.live import follows
 from portal.policy.services import policy_current, user_groups
 from portal.servers.forms import ServerStartForm
 from portal.servers.models import NotebookServer
@@ -63,6 +64,7 @@ def server_list_view(request: HttpRequest) -> HttpResponse:
     }, status=400 if form.errors else 200)
 
 
+@follows(scope="user")
 @login_required
 @require_GET
 def server_cards_view(request: HttpRequest) -> HttpResponse:

@@ -390,6 +390,15 @@ STATICFILES_DIRS = [
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
+# Sessions read from the cache (Redis) first, from PostgreSQL after a miss (Redis restarted): a
+# poll answered 304 (portal.core.live) then costs no PostgreSQL query, and no login is lost with Redis.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
+# --- Parts that poll (portal.core.live) ---
+# Their ETags move at least this often, so what they derive from the clock is never older.
+LIVE_WINDOW_SECONDS = env.int("LIVE_WINDOW_SECONDS", default=30)
+# The release, in every ETag (a new one answers in full); empty: the checkout's commit.
+PORTAL_BUILD = env("PORTAL_BUILD", default="")
 
 # Every HTML page (portal.core.csp): scripts only from the portal's static files (charts.js renders
 # Vega-Lite with vega-embed's interpreter, no eval); styles also inline (style attributes in the

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from portal.core.versions import FollowedQuerySet
 from portal.jobs.models import Job
 
 
@@ -36,6 +37,7 @@ class Sweep(models.Model):
     task_states = models.JSONField(default=dict, blank=True,
                                    help_text="Slurm's last state of each task seen in the queue, by index")
     created_at = models.DateTimeField(default=timezone.now)
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         ordering = ["-created_at", "-id"]

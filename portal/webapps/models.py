@@ -14,6 +14,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from portal.core.versions import FollowedQuerySet
+
 COMMENT_PREFIX = "gpuportal-app:"
 SLUG = RegexValidator(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$", "Lowercase letters, digits and hyphens.")
 
@@ -93,6 +95,7 @@ class App(models.Model):
     ready_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     last_access = models.DateTimeField(null=True, blank=True, help_text="Last request through the gateway")
+    objects = FollowedQuerySet.as_manager()  # its writes bump its owner's live version
 
     class Meta:
         ordering = ["-created_at", "-id"]

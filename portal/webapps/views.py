@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.core.errors import InvalidInput, NotFound
+from portal.core.live import follows
 from portal.jobs.job_templates import TemplateError
 from portal.webapps.catalog import form_of
 from portal.webapps.grants import grant_url
@@ -33,6 +34,7 @@ def _forms() -> list[dict]:
     return forms
 
 
+@follows(scope="user")
 @login_required
 def app_list_view(request: HttpRequest) -> HttpResponse:
     apps = list(app_list(user=request.user)[:50])

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 
 from django.db import connection
 
+from portal.core.versions import users_changed
 from portal.jobs.models import Job, JobState
 
 
@@ -11,7 +12,8 @@ def jobs_rows_update(jobs: Sequence[Job], fields: Sequence[str], *, states: Sequ
                      batch: int = 2000) -> list[int]:
     """Write `fields` of many jobs with one UPDATE ... FROM (VALUES ...) per batch, only where the
     row is still in one of `states` (so a final state is never overwritten, and a job cancelled in
-    between is not adopted). Returns the ids written.
+    between is not adopted). Returns the ids written; their owners' live versions move on commit
+    (raw SQL sends no signal).
 
     Django's bulk_update builds a CASE WHEN per field and row: seconds at 10^4 active jobs."""
     columns = [Job._meta.get_field(name) for name in fields]
@@ -20,6 +22,7 @@ def jobs_rows_update(jobs: Sequence[Job], fields: Sequence[str], *, states: Sequ
     row = "(%s::bigint, " + ", ".join(f"%s::{c.db_type(connection)}" for c in columns) + ")"
     guard = ", ".join(["%s"] * len(states))
     written: list[int] = []
+    owners: set[int] = set()
     with connection.cursor() as cursor:
         for start in range(0, len(jobs), batch):
             chunk = jobs[start:start + batch]
@@ -28,6 +31,9 @@ def jobs_rows_update(jobs: Sequence[Job], fields: Sequence[str], *, states: Sequ
             cursor.execute(
                 f"UPDATE {Job._meta.db_table} AS j SET {assignments}, updated_at = now() "  # noqa: S608
                 f"FROM (VALUES {', '.join([row] * len(chunk))}) AS v({names}) "
-                f"WHERE j.id = v.id AND j.state IN ({guard}) RETURNING j.id", [*values, *states])
-            written += [row[0] for row in cursor.fetchall()]
+                f"WHERE j.id = v.id AND j.state IN ({guard}) RETURNING j.id, j.user_id", [*values, *states])
+            for job_id, user_id in cursor.fetchall():
+                written.append(job_id)
+                owners.add(user_id)
+    users_changed(owners)
     return written

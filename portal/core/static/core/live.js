@@ -1,6 +1,7 @@
 // A page part that refreshes itself: an element with an id, data-live-url (the same part alone, from
 // the portal's database) and data-live="true" is asked for again every data-interval ms and swapped
 // in when it changed, its charts rendered anew; it stops once the part it gets says data-live="false".
+// Each ask carries the ETag of the last answer: a part that did not change is a bodiless 304.
 (function () {
   "use strict";
   if (window.portalLive) return;  // a page whose parts each load it follows each part once
@@ -8,10 +9,14 @@
   function follow(box) {
     const interval = Number(box.dataset.interval || 10000);
     let seen = box.innerHTML;
+    let etag = null;
     async function poll() {
       try {
-        const response = await fetch(box.dataset.liveUrl, {credentials: "same-origin"});
+        // no-store: the 304 comes to this script instead of the browser's cache answering for it.
+        const headers = etag ? {"If-None-Match": etag} : {};
+        const response = await fetch(box.dataset.liveUrl, {credentials: "same-origin", cache: "no-store", headers});
         if (response.ok) {
+          etag = response.headers.get("ETag");
           const html = await response.text();
           const next = new DOMParser().parseFromString(html, "text/html").getElementById(box.id);
           if (next && (next.innerHTML !== seen || next.dataset.live !== box.dataset.live)) {
