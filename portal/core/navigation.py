@@ -28,18 +28,18 @@ GROUPS: tuple[Group, ...] = (
     Group("Compute", (
         Link("Sessions", "servers:list", "sessions-link"),
         Link("Apps", "webapps:list", "apps-link"),
-        Link("Jobs", "jobs:list", "jobs-link"),
+        Link("Batch jobs", "jobs:list", "jobs-link"),
         Link("Sweeps", "sweeps:list", "sweeps-link"),
-        Link("Containers", "containers:catalog", "containers-link"),
+        Link("Container images", "containers:catalog", "containers-link"),
     )),
     Group("Results", (
         Link("Runs", "tracking-pages:runs", "runs-link"),
-        Link("Benchmarks", "benchmarks:history", "benchmarks-link"),
+        Link("Benchmark history", "benchmarks:history", "benchmarks-link"),
     )),
     Group("Cluster", (
-        Link("Status", "cluster:status", "cluster-link"),
-        Link("GPUs", "gpus:cluster", "cluster-gpus-link", staff_only=True),
-        Link("Poll timing", "timing", "timing-link", staff_only=True),
+        Link("Cluster status", "cluster:status", "cluster-link"),
+        Link("Cluster GPUs", "gpus:cluster", "cluster-gpus-link", staff_only=True),
+        Link("Queue wait and start latency", "timing", "timing-link", staff_only=True),
     )),
     Group("Account", (
         Link("Usage and budgets", "benchmarks:usage", "usage-link"),

@@ -22,6 +22,8 @@ from tests.webapps.test_apps_browser import READY_TIMEOUT, _open, apps_bed  # no
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("polled")]
 SHOTS = ROOT / "docs" / "assets" / "tour"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 # The script of the tour's job: 30 steps of a made-up loss as TensorBoard events, in the job's
 # TENSORBOARD_LOGDIR (the environment's tensorboard writes them; no framework needed).
 TRAIN = """python3 - <<'PY'
@@ -56,9 +58,24 @@ def _shot(page, name: str, **kwargs) -> None:
     page.screenshot(path=SHOTS / f"{name}.png", **kwargs)
 
 
+def _shot_phone(page, name: str) -> None:
+    """The same page on a phone (390 x 844), as <name>-phone.png."""
+    page.set_viewport_size(PHONE)
+    try:
+        _shot(page, f"{name}-phone", full_page=True)
+    finally:
+        page.set_viewport_size(DESKTOP)
+
+
+def _menu_open(page, link_id: str) -> None:
+    if page.locator(".menu-toggle").is_visible():
+        page.click(".menu-toggle")
+    page.click(f"details.menu:has(#{link_id}) summary")
+
+
 def test_the_tour_and_its_screenshots(request, portal_hub, real_environment, browser, page):
     base = request.getfixturevalue("apps_bed")["portal"]
-    page.set_viewport_size({"width": 1280, "height": 800})
+    page.set_viewport_size(DESKTOP)
 
     # 1. Log in; the cluster's status.
     page.goto(f"{base}/accounts/login/")
@@ -127,6 +144,7 @@ def test_the_tour_and_its_screenshots(request, portal_hub, real_environment, bro
     page.wait_for_function("() => document.getElementById('stdout').textContent.includes('step 29')",
                            timeout=30000)
     _shot(page, "job", full_page=True)
+    _shot_phone(page, "job")
     page.locator("#metrics-chart canvas, #metrics-chart svg").first.wait_for(timeout=30000)
     page.locator("#metrics").screenshot(path=SHOTS / "metrics.png")
 
@@ -146,6 +164,19 @@ def test_the_tour_and_its_screenshots(request, portal_hub, real_environment, bro
     page.wait_for_timeout(2000)  # its charts draw
     _shot(page, "tensorboard")
 
-    for name in ("login", "cluster", "session", "jupyterlab", "job-new", "job", "metrics", "apps",
-                 "tensorboard"):
+    # 7. Home: what runs (the session, the app), what waits, what needs alice, quick starts, her runs;
+    # then the header's Compute menu open, on a desktop and behind Menu on a phone.
+    page.goto(f"{base}/")
+    _shot(page, "home", full_page=True)
+    _shot_phone(page, "home")
+    _menu_open(page, "jobs-link")
+    _shot(page, "menu")
+    page.set_viewport_size(PHONE)
+    page.reload()
+    _menu_open(page, "jobs-link")
+    _shot(page, "menu-phone", full_page=True)
+    page.set_viewport_size(DESKTOP)
+
+    for name in ("login", "cluster", "session", "jupyterlab", "job-new", "job", "job-phone", "metrics",
+                 "apps", "tensorboard", "home", "home-phone", "menu", "menu-phone"):
         assert (SHOTS / f"{name}.png").stat().st_size > 5000, name
