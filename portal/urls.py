@@ -40,7 +40,7 @@ def docs_view(request: HttpRequest, path: str = "") -> HttpResponse:
 
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="cluster:status"), name="home"),
+    path("", include("portal.home.urls")),  # / (name "home") and its live part
     path("accounts/", include("portal.accounts.urls")),
     path("cluster/", include("portal.cluster.urls")),
     path("jobs/", include("portal.jobs.urls")),

@@ -179,7 +179,8 @@ API_ADMIN = {**API_ANY, "owner": 403, "other": 403, "admin": 400}  # admin: past
 
 
 ROWS: dict[str, list[Row]] = {
-    "": [Row("GET", _fixed("/"), P, dict.fromkeys(PRINCIPALS, 302))],
+    "": [Row("GET", _fixed("/"), P, PAGE_ANY)],  # home: each user's own things
+    "home/part/": [Row("GET", _fixed("/home/part/"), P, PAGE_ANY)],
     "docs/": [Row("GET", _fixed("/docs/"), P, PUBLIC)],  # the documentation site: no login
     "docs/<path:path>": [Row("GET", _fixed("/docs/no-such-page/"), P, dict.fromkeys(PRINCIPALS, 404))],
     "accounts/login/": [Row("GET", _fixed("/accounts/login/"), P, PUBLIC)],

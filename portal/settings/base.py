@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "portal.metrics",
     "portal.waits",
     "portal.projects",
+    "portal.home",
     "pgtrigger",
     "pghistory",
     "portal.audit",
