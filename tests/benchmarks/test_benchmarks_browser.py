@@ -73,6 +73,13 @@ def test_compare_scaling_and_usage(page, live_server, seeded):
     series = {row["series"] for row in spec["data"]["values"]}
     assert any(s.startswith("Published: Dell EMC") for s in series) and "Ideal (linear from 1 GPU)" in series
     assert page.locator("#chart canvas, #chart svg").count() >= 1
+    # Its text alternative: the drawing is one named image, its rows a table under it.
+    drawing = page.locator("#chart canvas, #chart svg").first
+    assert drawing.get_attribute("role") == "img" and "table below" in drawing.get_attribute("aria-label")
+    table = page.locator("figure[data-chart=chart-spec] .chart-table")
+    table.locator("summary").click()
+    assert table.locator("tbody tr").count() == len(spec["data"]["values"])
+    assert table.locator("th[scope=col]").count() == len(spec["data"]["values"][0])
     page.screenshot(path=ARTIFACTS / "benchmarks-scaling.png", full_page=True)
 
     for kind in ("p2p", "storage"):  # published overlays: a second heat map, labelled rules
