@@ -72,7 +72,7 @@ def test_with_the_hub_down_the_form_says_so_beside_start_and_the_card_waits_for_
                        form, re.DOTALL)
     assert beside and _text(beside[1]).startswith(HUB_DOWN), form
     # The card grid keeps its own notice; the card says what the session is waiting for.
-    assert "the hub is not answering (your servers keep running)" in page
+    assert "the hub is not answering (your sessions keep running)" in page
     for path in ("/servers/", "/servers/cards/"):
         card = re.search(r'<div class="card server" data-server="waits".*?Stop session',
                          client.get(path).content.decode(), re.DOTALL)[0]
@@ -100,3 +100,17 @@ def test_a_session_asked_again_waits_for_the_hub_before_the_cycle_notices_it_dow
     assert ("Waiting for JupyterHub: it has not answered yet; the portal asks it again "
             "(asked 2 times so far).") in _text(page)
     assert 'id="start-hub-down"' not in client.get("/servers/").content.decode()
+
+
+def test_a_refused_field_names_its_error_and_help_to_a_screen_reader(client, alice):
+    """WCAG 3.3.1: each refused field is marked invalid and described by its own error (and help),
+    whether the form refuses it (hours) or the service does (a partition the cluster does not have)."""
+    for name, value in (("hours", "abc"), ("partition", "nowhere")):
+        sent = {"name": "ok", "gpus": "1", "hours": "1", "nodes": "1", name: value}
+        page = client.post("/servers/", sent).content.decode()
+        field = re.search(rf'<(?:input|select) [^>]*name="{name}"[^>]*>', page)[0]
+        assert 'aria-invalid="true"' in field, field
+        described = re.search(r'aria-describedby="([^"]+)"', field)[1].split()
+        assert f"id_{name}_error" in described, field
+        for target in described:
+            assert f'id="{target}"' in page, target
