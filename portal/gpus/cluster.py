@@ -98,7 +98,9 @@ def cluster_heatmap_chart(*, gpus: list[ClusterGpu], hours: list[dict[str, Any]]
         "title": f"GPU utilisation per hour, last {days} days",
         "width": "container", "height": {"step": 14},
         "data": {"values": rows},
-        "mark": {"type": "rect"},
+        # One cell per GPU-hour is noise to a screen reader (and an empty mark group has no name):
+        # the figure is named by its title, the numbers are in its CSV.
+        "mark": {"type": "rect", "aria": False},
         "encoding": {
             "x": {"field": "hour", "type": "temporal", "title": None,
                   "scale": {"domain": [start.isoformat(), now.isoformat()]},

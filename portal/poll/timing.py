@@ -77,7 +77,7 @@ def latency_chart(rows: list[LatencyRow]) -> dict[str, Any] | None:
         return None
     return {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "data": {"values": values}, "width": 560, "height": 200,
+        "data": {"values": values}, "width": "container", "height": 200,  # fits a phone
         "mark": {"type": "line", "point": True},
         "encoding": {
             "x": {"field": "day", "type": "temporal", "title": "day"},

@@ -364,6 +364,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI's assets come from the installed sidecar package, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
+    # Deep links off: Swagger UI puts them inside each operation's button (nested controls, WCAG 4.1.2).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }

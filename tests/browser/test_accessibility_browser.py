@@ -48,16 +48,24 @@ SESSION_PAGE = re.compile(r"^/(servers|sessions)/[\w-]+/$")
 NOT_A_SESSION_PAGE = re.compile(r"^/(servers|sessions)/(cards|new|timing\.csv)/$")
 
 # Elements that reach past the viewport's right edge at 390 px, outermost only; an element inside a
-# table (or its .table-scroll wrapper) or a code block that scrolls is allowed, so is one not rendered.
+# table (or its .table-scroll wrapper) or a code block that scrolls is allowed, so is one not rendered
+# or clipped away whole.
 OVERFLOW_JS = """() => {
   const width = document.documentElement.clientWidth;
   const scroller = document.scrollingElement;
   const describe = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
       + [...e.classList].slice(0, 3).map(c => '.' + c).join('');
   const scrolls = e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
+  // Inside a table or code block that scrolls, or wholly outside a box that clips it (a closed
+  // drawer's panel): not past the viewport.
   const allowed = e => {
-    for (let a = e.parentElement; a; a = a.parentElement) {
+    const r = e.getBoundingClientRect();
+    for (let a = e.parentElement; a && a !== document.documentElement; a = a.parentElement) {
       if (a.matches('.table-scroll, table, pre, code') && scrolls(a)) return true;
+      if (getComputedStyle(a).overflowX !== 'visible') {
+        const box = a.getBoundingClientRect();
+        if (r.left >= box.right || r.right <= box.left || r.top >= box.bottom || r.bottom <= box.top) return true;
+      }
     }
     return false;
   };
@@ -66,8 +74,13 @@ OVERFLOW_JS = """() => {
     const r = e.getBoundingClientRect();
     return r.width > 0 && r.height > 0 && r.right > width + 1 && !allowed(e);
   };
-  const found = [...document.body.querySelectorAll('*')].filter(e => over(e)
+  let found = [...document.body.querySelectorAll('*')].filter(e => over(e)
       && !(e.parentElement && e.parentElement !== document.body && over(e.parentElement)));
+  if (!found.length && scroller.scrollWidth > width + 1) {
+    // What widens the page from inside a scrolling box: something positioned against an outer one.
+    found = [...document.body.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > width + 1
+        && ['absolute', 'fixed'].includes(getComputedStyle(e).position));
+  }
   return {
     scrollWidth: scroller.scrollWidth, width,
     elements: found.slice(0, 8)
