@@ -64,7 +64,8 @@ OVERFLOW_JS = """() => {
       if (a.matches('.table-scroll, table, pre, code') && scrolls(a)) return true;
       if (getComputedStyle(a).overflowX !== 'visible') {
         const box = a.getBoundingClientRect();
-        if (r.left >= box.right || r.right <= box.left || r.top >= box.bottom || r.bottom <= box.top) return true;
+        if (r.left >= box.right || r.right <= box.left) return true;
+        if (r.top >= box.bottom || r.bottom <= box.top) return true;
       }
     }
     return false;
