@@ -1,5 +1,7 @@
 """Projects and their budgets as the pages and the API show them, from the database alone."""
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
@@ -7,7 +9,7 @@ from django.db.models import Count, QuerySet
 from django.utils.formats import date_format
 
 from portal.accounts.models import User
-from portal.projects.models import Project
+from portal.projects.models import Project, ProjectUsageDay
 from portal.waits.models import FairShareRow, Waiting
 
 BURN_DAYS = 14
@@ -41,13 +43,18 @@ def user_projects(*, user: User) -> QuerySet[Project]:
     return Project.objects.filter(ldap_group__in=user.ldap_groups or [])
 
 
-def project_budget(*, project: Project, today: date) -> Budget:
+def project_budget(*, project: Project, today: date,
+                   days: list[tuple[date, int]] | None = None) -> Budget:
+    """`days`: the project's usage days of the last BURN_DAYS, oldest first, when the caller read
+    them already (project_budgets); otherwise read here."""
     # The limit Slurm enforces once read; until then the one configured.
     limit = project.slurm_limit_gpu_minutes
     if limit is None and project.usage_checked_at is None and project.budget_gpu_hours is not None:
         limit = project.budget_gpu_hours * 60
     used = project.used_gpu_minutes
-    burn = _burn_minutes_per_day(project, today) if used is not None else None
+    burn = None
+    if used is not None:
+        burn = _burn(days if days is not None else _usage_days(project, today))
     left = None if limit is None or used is None else max(limit - used, 0)
     run_out = today + timedelta(days=int(left / burn)) if left and burn else None
     return Budget(
@@ -56,9 +63,24 @@ def project_budget(*, project: Project, today: date) -> Budget:
         burn_hours_per_day=_hours(burn), run_out=run_out)
 
 
-def _burn_minutes_per_day(project: Project, today: date) -> float | None:
-    days = list(project.usage_days.filter(day__gte=today - timedelta(days=BURN_DAYS))
+def project_budgets(*, projects: Iterable[Project], today: date) -> list[Budget]:
+    """project_budget of several projects, with one query for all their usage days (a page that
+    lists projects pays no query per project)."""
+    projects = list(projects)
+    days: dict[int, list[tuple[date, int]]] = defaultdict(list)
+    rows = (ProjectUsageDay.objects.filter(project__in=projects, day__gte=today - timedelta(days=BURN_DAYS))
+            .order_by("project_id", "day").values_list("project_id", "day", "used_gpu_minutes"))
+    for project_id, day, used in rows:
+        days[project_id].append((day, used))
+    return [project_budget(project=project, today=today, days=days[project.pk]) for project in projects]
+
+
+def _usage_days(project: Project, today: date) -> list[tuple[date, int]]:
+    return list(project.usage_days.filter(day__gte=today - timedelta(days=BURN_DAYS))
                 .order_by("day").values_list("day", "used_gpu_minutes"))
+
+
+def _burn(days: list[tuple[date, int]]) -> float | None:
     if len(days) < 2:
         return None
     (first_day, first), (last_day, last) = days[0], days[-1]

@@ -64,17 +64,18 @@ def test_a_newcomer_sees_what_to_do_in_every_section(page):
 def test_running_and_waiting_with_state_node_time_left_and_reason(alice):
     filled = home_fill(alice, 2)
     home = home_get(user=alice)
-    kinds = sorted(item.kind for item in home.running)
+    kinds = sorted(item.kind for item in home.running.items)
     assert kinds == ["app", "app", "job", "job", "session", "session"]
-    session = next(item for item in home.running if item.kind == "session")
+    session = next(item for item in home.running.items if item.kind == "session")
     assert (session.state, session.tone, session.node) == ("Ready", "ok", "gpu-node1")
     assert timedelta(hours=6, minutes=58) < session.time_left <= timedelta(hours=7)
-    job = next(item for item in home.running if item.kind == "job")
+    job = next(item for item in home.running.items if item.kind == "job")
     assert job.state == "Running" and job.node == "gpu-node1"
     assert timedelta(hours=5, minutes=58) < job.time_left <= timedelta(hours=6)  # 8 h limit, 2 h in
-    assert sorted(item.kind for item in home.waiting) == ["app", "app", "job", "job", "session", "session"]
-    assert all(item.waiting is not None and item.waiting.estimated_start for item in home.waiting)
-    queued = next(item for item in home.waiting if item.title == filled.waiting_jobs[0].name)
+    waiting = sorted(item.kind for item in home.waiting.items)
+    assert waiting == ["app", "app", "job", "job", "session", "session"]
+    assert all(item.waiting is not None and item.waiting.estimated_start for item in home.waiting.items)
+    queued = next(item for item in home.waiting.items if item.title == filled.waiting_jobs[0].name)
     assert queued.waiting.job_id == filled.waiting_jobs[0].slurm_job_id
 
 
@@ -178,7 +179,8 @@ def test_another_users_things_are_never_shown(page, alice, bob):
         assert name not in html, name
     assert 'id="running-none"' in html and 'id="waiting-none"' in html and 'id="needs-you-none"' in html
     mine = home_get(user=bob)
-    assert len(mine.running) == 6 and not home_get(user=UserFactory(username="ada", is_staff=True)).running
+    assert len(mine.running.items) == 6
+    assert not home_get(user=UserFactory(username="ada", is_staff=True)).running.items
 
 
 def test_the_part_is_the_pages_live_element_alone(page, alice):
@@ -217,5 +219,36 @@ def test_accessible_markup(page, alice):
 def test_app_states(alice):
     AppFactory(user=alice, state=AppState.STARTING, host="gpu-node1", started_at=timezone.now())
     home = home_get(user=alice)
-    assert [(item.kind, item.state, item.tone) for item in home.running] == [("app", "Starting", "warn")]
+    running = [(item.kind, item.state, item.tone) for item in home.running.items]
+    assert running == [("app", "Starting", "warn")]
     assert home.moving
+
+
+def test_one_screen_the_newest_of_each_section_and_how_many_more(page, alice):
+    filled = home_fill(alice, 20)
+    home = home_get(user=alice)
+    assert len(home.running.items) == 8 and home.running.more_total == 52
+    assert home.running.more == {"session": 20, "app": 20, "job": 12}  # jobs are the newest here
+    assert len(home.idle_sessions) == 3 and home.idle_sessions_more == 17
+    assert len(home.failed_jobs) == 5 and home.more["failed_jobs"]
+    html = page()
+    assert 'data-more="52"' in html and 'href="/apps/">20 apps</a>' in html
+    assert "17 more of your sessions are warned for idle GPUs" in html
+    assert filled.failed_jobs[0].name in html and filled.failed_jobs[19].name not in html
+
+
+def test_budgets_are_read_in_bulk_as_project_budget_reads_each(alice, django_assert_num_queries):
+    from portal.projects.models import ProjectUsageDay
+    from portal.projects.selectors import project_budget, project_budgets
+
+    today = timezone.localdate()
+    filled = home_fill(alice, 3)
+    for number, project in enumerate(filled.projects):
+        for days_ago, used in ((10, 4000), (0, 5400 - number)):
+            ProjectUsageDay.objects.create(project=project, day=today - timedelta(days=days_ago),
+                                           used_gpu_minutes=used)
+    with django_assert_num_queries(1):
+        bulk = project_budgets(projects=filled.projects, today=today)
+    assert bulk == [project_budget(project=project, today=today) for project in filled.projects]
+    assert all(budget.run_out and budget.level == "warning" for budget in bulk)
+    assert [budget.run_out for budget in home_get(user=alice).budgets] == [budget.run_out for budget in bulk]
