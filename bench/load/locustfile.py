@@ -12,6 +12,9 @@ portal's JSON error body (server_errors.json), which chaos.py sorts into its out
 
 Submissions and session starts behave as a script should: a retry after no answer, a 502-504 or a
 429 sends the same Idempotency-Key, so it never creates a second job or session.
+
+With LOAD_MIX=poll only `PollingTab` runs (#34): open tabs that poll, with conditional requests
+when LOAD_CONDITIONAL=1 and without (every poll answered in full) otherwise.
 """
 
 import itertools
@@ -37,6 +40,10 @@ MAX_JOBS = int(os.environ.get("LOAD_MAX_JOBS", "50"))
 BURST = int(os.environ.get("LOAD_BURST", "5"))
 MAX_SESSIONS = int(os.environ.get("LOAD_MAX_SESSIONS", "1"))
 TAB_POLLS = 5
+POLL_MIX = os.environ.get("LOAD_MIX") == "poll"
+CONDITIONAL = os.environ.get("LOAD_CONDITIONAL") == "1"
+# What an open tab asks for, and how often (seconds): #34's 500 users.
+POLLS = {"/servers/cards/": 2, "/jobs/": 5, "/cluster/": 10}
 RETRIED = {0, 429, 502, 503, 504}  # no answer, throttled, or the portal/nginx said "try again"
 RETRIES = 12  # at most about 2 minutes of waiting per request
 
@@ -119,6 +126,14 @@ class PortalUser(HttpUser):
         jobs = JOBS.get(self.account) or []
         return random.choice(jobs) if jobs else None
 
+    def login(self) -> None:
+        page = self.call("GET", "/accounts/login/", "/accounts/login/ (page)")
+        # What a browser sends with the form: the portal checks Origin and, over https, Referer.
+        headers = {"Origin": self.host, "Referer": f"{self.host}/accounts/login/"}
+        self.call("POST", "/accounts/login/", "/accounts/login/ (POST)", headers=headers, data={
+            "username": self.account, "password": self.password,
+            "csrfmiddlewaretoken": page.cookies.get("csrftoken", "")})
+
 
 class Browser(PortalUser):
     """A logged-in user with a tab open: the servers page, a job's log, the cluster page or charts."""
@@ -128,12 +143,7 @@ class Browser(PortalUser):
 
     def on_start(self) -> None:
         super().on_start()
-        page = self.call("GET", "/accounts/login/", "/accounts/login/ (page)")
-        # What a browser sends with the form: the portal checks Origin and, over https, Referer.
-        headers = {"Origin": self.host, "Referer": f"{self.host}/accounts/login/"}
-        self.call("POST", "/accounts/login/", "/accounts/login/ (POST)", headers=headers, data={
-            "username": self.account, "password": self.password,
-            "csrfmiddlewaretoken": page.cookies.get("csrftoken", "")})
+        self.login()
 
     @task(4)
     def servers_tab(self) -> None:
@@ -233,3 +243,32 @@ class SessionCycle(PortalUser):
             if response.status_code not in RETRIED:
                 break
             time.sleep(float(response.headers.get("Retry-After") or min(2 ** attempt, 10)))
+
+
+class PollingTab(PortalUser):
+    """A logged-in user who leaves the portal open (LOAD_MIX=poll only): the session cards every 2 s,
+    the job list every 5 s, the cluster page every 10 s, each first at a random moment of its period.
+    With LOAD_CONDITIONAL=1 each poll carries the ETag of its last full answer, as live.js does."""
+
+    abstract = not POLL_MIX
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.login()
+        now = time.monotonic()
+        self.due = {path: now + random.uniform(0, every) for path, every in POLLS.items()}
+        self.etags: dict[str, str] = {}
+
+    def wait_time(self) -> float:
+        return max(0.0, min(self.due.values()) - time.monotonic())
+
+    @task
+    def poll(self) -> None:
+        for path, every in POLLS.items():
+            if time.monotonic() < self.due[path]:
+                continue
+            self.due[path] += every
+            known = self.etags.get(path) if CONDITIONAL else None
+            response = self.call("GET", path, path, headers={"If-None-Match": known} if known else {})
+            if response.status_code == 200 and response.headers.get("ETag"):
+                self.etags[path] = response.headers["ETag"]

@@ -3,6 +3,8 @@ running bed (scripts/up.sh), for several user counts. One command:
 
     python bench/load/run.py                       # 50, 200 and 500 users, 120 s each
     python bench/load/run.py --users 20 --duration 30 --streams 0   # a quick look
+    python bench/load/run.py --mix poll --users 500 --duration 60   # #34: open tabs polling, with
+                                                                     # and without conditional requests
 
 Writes a Markdown report (bench/load/README.md says how to read it). For each user count: p50, p95,
 p99 per endpoint, errors and throttled answers, the portal's CPU and memory (gunicorn, Celery and the
@@ -44,6 +46,7 @@ from measure import rpc_total as _rpc_total  # noqa: E402
 from nginx_front import Front, nginx_front  # noqa: E402
 
 ACCOUNTS = {"alice": "alice-pw", "bob": "bob-pw"}  # the bed's demo users (scripts/up.sh)
+POLLED = ("/servers/cards/", "/jobs/", "/cluster/")  # --mix poll (locustfile.POLLS)
 PAGES = ("/servers/", "/servers/cards/", "/jobs/{id}/", "/cluster/", "/benchmarks/charts/", "/usage/")
 LOCUST = [sys.executable, "-m", "locust"]
 # The portal's processes, by their command lines and account (scripts/up.sh, deploy/systemd).
@@ -65,6 +68,12 @@ class Result:
     db_connections: int
     jobs: list = field(default_factory=list)
     sessions: list = field(default_factory=list)
+    conditional: bool | None = None  # --mix poll: whether the tabs sent If-None-Match
+
+    def not_modified_share(self) -> float:
+        """Of the polls' answers (the logins left out)."""
+        polls = {key: count for key, count in self.statuses.items() if key.split()[0] in POLLED}
+        return sum(count for key, count in polls.items() if key.endswith(" 304")) / (sum(polls.values()) or 1)
 
     def errors(self) -> int:
         return sum(int(row["Failure Count"]) for row in self.rows if row["Name"] != "Aggregated")
@@ -293,7 +302,9 @@ def locust_env(by_user: dict[str, str], seeds: dict[str, list[int]], front: Fron
 def run_locust(front: Front, users: int, seconds: int, out: Path,
                env: dict[str, str]) -> list[dict[str, str]]:
     prefix = out / f"u{users}"
-    subprocess.run([*LOCUST, "-f", str(HERE / "locustfile.py"), "--headless", "--only-summary",
+    # The poll mix counts from when every tab is open: its logins are not what it measures.
+    classes = ["PollingTab", "--reset-stats"] if env.get("LOAD_MIX") == "poll" else []
+    subprocess.run([*LOCUST, "-f", str(HERE / "locustfile.py"), *classes, "--headless", "--only-summary",
                     "-u", str(users), "-r", str(max(5, users // 20)), "-t", f"{seconds}s",
                     "--stop-timeout", "15", "--host", front.url, "--csv", str(prefix),
                     "--loglevel", "WARNING", "--exit-code-on-error", "0"],
@@ -330,7 +341,8 @@ def measure(front: Front, users: int, streams: int, seconds: int, out: Path, env
     rpcs = (None if None in (rpcs_before, rpcs_after) or rpcs_after < rpcs_before
             else (rpcs_after - rpcs_before) / elapsed * 60)
     created = json.loads((out / "created.json").read_text())
-    return Result(users=users, streams=streams, seconds=elapsed, rows=rows,
+    conditional = {"1": True, "0": False}.get(env.get("LOAD_CONDITIONAL", ""))
+    return Result(users=users, streams=streams, seconds=elapsed, rows=rows, conditional=conditional,
                   statuses=json.loads((out / "statuses.json").read_text()),
                   cpu_seconds={name: cpu_after[name] - cpu_before[name] for name in cpu_after},
                   memory_mb=peak["memory"], rpc_per_minute=rpcs,
@@ -377,6 +389,28 @@ def report(results: list[Result], args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
+def poll_report(results: list[Result], args: argparse.Namespace) -> str:
+    """--mix poll: each user count without and with conditional requests, side by side."""
+    lines = [f"# gpuportal's polls, with and without conditional requests "
+             f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+             f"`{' '.join(sys.argv)}`: {args.duration} s per run, counted from when every user has logged "
+             "in (Locust's --reset-stats); each user polls the session cards every "
+             "2 s, the job list every 5 s and the cluster page every 10 s, logged in as one of "
+             f"{', '.join(ACCOUNTS)}. Host with {psutil.cpu_count()} CPUs: Locust, nginx, the portal, "
+             "PostgreSQL and Slurm all on it.", "",
+             "| users | conditional | requests | requests/s | errors | 304 share | p50 ms | p99 ms "
+             "| cards p99 ms | portal CPU % |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for result in results:
+        total = next(row for row in result.rows if row["Name"] == "Aggregated")
+        cards = next((row["99%"] for row in result.rows if row["Name"] == "/servers/cards/"), "n/a")
+        cpu = sum(result.cpu_seconds.values()) / result.seconds * 100
+        lines.append(f"| {result.users} | {'yes' if result.conditional else 'no'} | {total['Request Count']} "
+                     f"| {float(total['Requests/s']):.0f} | {result.errors()} "
+                     f"| {result.not_modified_share():.0%} | {total['50%']} | {total['99%']} | {cards} "
+                     f"| {cpu:.0f} |")
+    return "\n".join(lines) + "\n\n" + report(results, args).split("\n", 1)[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", default="50,200,500", help="user counts, comma-separated")
@@ -389,6 +423,8 @@ def main() -> None:
     parser.add_argument("--portal-port", type=int, default=int(os.environ.get("PORTAL_PORT", 8000)))
     parser.add_argument("--hub-port", type=int, default=8001)
     parser.add_argument("--gateway-port", type=int, default=8003)
+    parser.add_argument("--mix", choices=("portal", "poll"), default="portal",
+                        help="poll: only open tabs polling (#34), each count without then with ETags")
     parser.add_argument("--django-env", choices=("bed", "here"), default="bed",
                         help="whose settings the stand-in app's row is written with (see _manage)")
     args = parser.parse_args()
@@ -396,7 +432,8 @@ def main() -> None:
     database_url = os.environ.get("DATABASE_URL", "postgres://gpuportal:gpuportal@127.0.0.1:5433/gpuportal")
     tag = "load" + uuid.uuid4().hex[:6]
     plan = [(int(users), 0) for users in args.users.split(",")]
-    if args.streams:
+    modes = ["0", "1"] if args.mix == "poll" else [""]  # LOAD_CONDITIONAL: without, then with
+    if args.streams and args.mix == "portal":
         plan.append((args.streams_users, args.streams))
     out = Path(f"/tmp/gpuportal-{tag}")
     results: list[Result] = []
@@ -406,18 +443,21 @@ def main() -> None:
         with tokens(api, tag) as by_user, seed_jobs(api, by_user, tag) as seeds:
             created_jobs: list = []
             try:
-                for users, streams in plan:
+                for (users, streams), mode in ((run, mode) for run in plan for mode in modes):
                     env = locust_env(by_user, seeds, front, f"{tag}{len(results)}", args.max_jobs)
-                    print(f"== {users} users, {streams} app streams, {args.duration} s", flush=True)
-                    result = measure(front, users, streams, args.duration, out / f"{users}-{streams}", env,
-                                     database_url)
+                    if args.mix == "poll":
+                        env.update(LOAD_MIX="poll", LOAD_CONDITIONAL=mode)
+                    print(f"== {users} users, {streams} app streams, {args.duration} s"
+                          + (f", conditional {mode}" if mode else ""), flush=True)
+                    result = measure(front, users, streams, args.duration,
+                                     out / f"{users}-{streams}{mode and '-c' + mode}", env, database_url)
                     created_jobs += result.jobs
                     results.append(result)
                     print(report([result], args).split("\n\n")[2], flush=True)
             finally:
                 cancel_jobs(api, by_user, created_jobs)
                 stop_sessions(api, by_user, tag)
-    args.report.write_text(report(results, args))
+    args.report.write_text(poll_report(results, args) if args.mix == "poll" else report(results, args))
     print(f"report: {args.report}")
 
 
