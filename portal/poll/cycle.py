@@ -22,7 +22,7 @@ from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh
 from portal.servers.models import NotebookServer
-from portal.servers.orphans import servers_orphans_cancel
+from portal.servers.orphans import servers_orphans_cancel, servers_stop_retry
 from portal.servers.services import (
     servers_apply_accounting,
     servers_apply_queue,
@@ -51,6 +51,7 @@ class CycleReport:
     servers_ended: int = 0
     servers_cancelled: int = 0
     servers_orphans_cancelled: int = 0  # live Slurm jobs of sessions the portal had ended
+    servers_stops_retried: int = 0  # stops the hub had not carried out, carried out now
     sacct_calls: int = 0
     waiting: int = 0  # pending jobs whose why-waiting rows this cycle wrote
     projects: int = 0  # projects whose GPU-hour usage this cycle read
@@ -73,7 +74,9 @@ def _cycle(slurm: Slurm) -> CycleReport:
     cluster_changed()  # a new snapshot, or Slurm's error: the cluster parts answer in full again
     policy_publish()  # partitions follow the snapshot; the hub reads the file
     servers_spawn_retry(now=status.checked_at)
-    servers_hub_sync()  # one hub listing for everybody: pages read session states from the database
+    # One hub listing for everybody: pages read session states from the database. Stops are not
+    # retried through a hub that did not answer it.
+    hub_up = servers_hub_sync()
     if queue is None:
         return CycleReport(ran=True, status=status)
     # Before anything is followed or submitted: deprovisioned users' work ends here at the latest.
@@ -86,6 +89,9 @@ def _cycle(slurm: Slurm) -> CycleReport:
     # A session stopped while its scancel failed (the hub forgets it all the same): its job, by id.
     report.servers_orphans_cancelled = servers_orphans_cancel(queue=queue, ended_before=status.checked_at,
                                                               slurm=slurm)
+    # Stops the hub did not carry out, asked again until Slurm confirms them.
+    report.servers_stops_retried = servers_stop_retry(queue=queue, now=status.checked_at, hub_up=hub_up,
+                                                      slurm=slurm)
     # After the queue is followed: a server Slurm started this cycle is not cancelled.
     report.servers_cancelled = servers_queue_timeout(now=status.checked_at)
     # From the database alone: the GPU samples and Jupyter activity the jobs pushed themselves.

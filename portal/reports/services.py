@@ -105,7 +105,9 @@ def session_report_apply(*, server_id: int, report: Report) -> bool:
     if report.event == "exited":
         # Ended now, as stopped if somebody asked for it; Slurm's record refines it.
         ended = live.update(ended_at=now, end_reason=Case(
-            When(stop_requested_at__isnull=False, then=Value(NotebookServer.EndReason.STOPPED)),
+            When(stop_requested_at__isnull=False, end_reason="",
+                 then=Value(NotebookServer.EndReason.STOPPED)),
+            When(stop_requested_at__isnull=False, then=F("end_reason")),  # recorded with the stop
             default=Value(NotebookServer.EndReason.ENDED)))
         if ended:
             transaction.on_commit(lambda: report_settle_dispatch(kind="session", pk=server_id))

@@ -1,4 +1,4 @@
-"""Cancelling the Slurm jobs of notebook sessions the portal has recorded as ended.
+"""Cancelling the Slurm jobs of notebook sessions the portal has ended, or asked to stop.
 
 A stop goes through the hub, whose spawner cancels the job; with slurmctld down, the hub still
 answered the stop and forgot the server after its `scancel` failed, so the job ran on to its time
@@ -12,8 +12,10 @@ Only by an ended record's own job id: a new spawn is a new record with a new job
 import logging
 from datetime import datetime, timedelta
 
+from portal.core.errors import PortalError
+from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
-from portal.servers.services import JOB_NAME_PREFIX
+from portal.servers.services import JOB_NAME_PREFIX, server_stop
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import QueuedJob
@@ -55,3 +57,44 @@ def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, sl
                        live[job_id].name, live[job_id].user)
         cancelled += 1
     return cancelled
+
+
+# A stop in flight is the hub's for this long before the cycle asks again.
+STOP_RETRY_AFTER = timedelta(seconds=30)
+
+
+def servers_stop_retry(*, queue: list[QueuedJob], now: datetime, hub_up: bool, slurm: Slurm,
+                       hub: JupyterHub | None = None) -> int:
+    """Stops the hub did not carry out (it errored, or did not answer), asked again every cycle
+    until Slurm confirms: the hub again while it answers (its spawner cancels the job and forgets the
+    server); the job cancelled as the portal's own account while the hub is down (known this cycle:
+    no call waits on a hub already seen down) or refuses. The record ends when the hub has stopped
+    it, or when Slurm's record says its job ended (`servers_apply_accounting`). Returns how many
+    stops were carried out."""
+    stuck = list(NotebookServer.objects.filter(
+        stop_requested_at__lt=now - STOP_RETRY_AFTER, ended_at__isnull=True).select_related("user"))
+    live = {row.job_id for row in queue if is_live(row.state)}
+    done = 0
+    for server in stuck:
+        if hub_up:
+            try:
+                server_stop(server=server, hub=hub)
+            except PortalError as error:
+                logger.warning("the hub did not stop %s again: %s", server, error.message)
+            else:
+                done += 1
+                continue
+        if server.job_id not in live:
+            continue
+        try:
+            slurm.cancel_as_operator(job_id=server.job_id)
+        except SlurmRejected as error:  # it ended meanwhile
+            logger.info("scancel %s of a stopped session refused: %s", server.job_id, error.message)
+            continue
+        except SlurmUnreachable as error:
+            logger.warning("stops left for the next cycle: %s", error.message)
+            break
+        logger.warning("cancelled Slurm job %s of %s: its stop had not reached the hub", server.job_id,
+                       server)
+        done += 1
+    return done

@@ -287,17 +287,20 @@ def _hub_record_forget(hub: JupyterHub, username: str, name: str) -> None:
 
 def server_stop(*, server: NotebookServer, hub: JupyterHub | None = None,
                 reason: str = NotebookServer.EndReason.STOPPED) -> NotebookServer:
-    """Stop the server; its Slurm job is cancelled, queued or running."""
+    """Stop the server; its Slurm job is cancelled, queued or running. The request is recorded
+    first, with what ends it: a hub that does not answer leaves it to the poll cycle, which asks
+    again until Slurm confirms the job ended (servers.orphans.servers_stop_retry)."""
     hub = hub or JupyterHub.from_settings()
-    server.stop_requested_at = timezone.now()
-    server.save(update_fields=["stop_requested_at"])
+    if server.stop_requested_at is None:
+        server.stop_requested_at = timezone.now()
+        server.end_reason = reason
+        server.save(update_fields=["stop_requested_at", "end_reason"])
     try:
         hub.server_stop(server.user.username, server.name)
     except HubError as error:
         raise _hub_error(error) from error
     server.ended_at = timezone.now()
-    server.end_reason = reason
-    server.save(update_fields=["ended_at", "end_reason"])
+    server.save(update_fields=["ended_at"])
     return server
 
 
@@ -375,7 +378,7 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer], listed_at: da
             accepted = server.hub_accepted_at
             if not server.job_id and accepted is not None and accepted < listed_at:
                 server.ended_at = now
-                server.end_reason = (NotebookServer.EndReason.STOPPED if server.stop_requested_at
+                server.end_reason = (_stop_reason(server) if server.stop_requested_at
                                      else NotebookServer.EndReason.ENDED)
                 server.save(update_fields=["ended_at", "end_reason"])
             continue
@@ -579,12 +582,18 @@ def server_job_id_from_hub(*, server: NotebookServer, hub: JupyterHub | None = N
     return listed.job_id
 
 
+def _stop_reason(server: NotebookServer) -> str:
+    """What a requested stop ends the session with: recorded with the request (by you, idle GPUs,
+    the queue timeout); requests from before that was recorded read as yours."""
+    return server.end_reason or NotebookServer.EndReason.STOPPED
+
+
 def _end_reason(server: NotebookServer, row: AccountedJob) -> str:
     reasons = NotebookServer.EndReason
     if row.base_state == TIMEOUT:
         return reasons.TIME_LIMIT
     if server.stop_requested_at is not None:
-        return reasons.STOPPED
+        return _stop_reason(server)
     if row.base_state == CANCELLED:
         # Nobody asked through the portal: the idle culler, if the server had been idle that long.
         idle_since = server.last_activity or server.created_at
