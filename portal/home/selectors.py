@@ -190,8 +190,11 @@ def _waiting_rows(job_ids: list[str]) -> dict[str, Waiting]:
 
 
 def _job_items(user: User, now: datetime) -> tuple[list[Item], list[Item]]:
-    # job_list shows an admin everybody's jobs: home is the user's own.
-    jobs = list(job_list(user=user).filter(user=user, state__in=JOB_ACTIVE_STATES))
+    # job_list shows an admin everybody's jobs: home is the user's own; and only the columns a card
+    # shows (a job row's JSON columns cost more to load than the card to render).
+    active = job_list(user=user).filter(user=user, state__in=JOB_ACTIVE_STATES).select_related(None)
+    jobs = list(active.only("name", "state", "slurm_job_id", "submitted_at", "started_at", "time_limit",
+                            "node_list"))
     pending = [job.slurm_job_id for job in jobs if job.state == JobState.PENDING and job.slurm_job_id]
     rows = _waiting_rows(pending)
     running, waiting = [], []
@@ -213,8 +216,10 @@ def _job_items(user: User, now: datetime) -> tuple[list[Item], list[Item]]:
 
 
 def _app_items(user: User, now: datetime) -> tuple[list[Item], list[Item]]:
-    # app_list shows an admin everybody's apps: home is the user's own.
-    apps = list(app_list(user=user).filter(user=user, state__in=APP_ACTIVE_STATES))
+    # app_list shows an admin everybody's apps: home is the user's own; only what a card shows.
+    active = app_list(user=user).filter(user=user, state__in=APP_ACTIVE_STATES).select_related(None)
+    apps = list(active.select_related("type").only("type__name", "state", "slurm_job_id", "reason", "host",
+                                                 "created_at", "started_at", "time_limit_minutes"))
     rows = waiting_by_job(job_ids=[app.slurm_job_id for app in apps if app.state == AppState.QUEUED])
     running, waiting = [], []
     for app in apps:
@@ -245,7 +250,8 @@ def idle_warned_sessions(*, user: User, cards: list[ServerCard]) -> list[ServerC
 def idle_flagged_jobs(*, user: User) -> list[IdleWatch]:
     watches = IdleWatch.objects.filter(job__user=user, job__state=JobState.RUNNING,
                                        state=IdleWatch.State.FLAGGED)
-    return list(watches.select_related("job").order_by("-warned_at")[:NEEDS_YOU_MAX])
+    return list(watches.select_related("job").only("warned_at", "job__name")
+                .order_by("-warned_at")[:NEEDS_YOU_MAX])
 
 
 def budgets_near_limit(*, user: User, today: date) -> list[Budget]:
@@ -259,13 +265,15 @@ def failed_jobs_since(*, user: User, since: datetime) -> list[Job]:
     submission counts)."""
     ended = Q(ended_at__gte=since) | Q(ended_at__isnull=True, submitted_at__gte=since)
     jobs = (Job.objects.filter(ended, user=user, state__in=FAILED_JOB_STATES)
-            .defer("script", "parameters").order_by("-ended_at", "-submitted_at", "-id"))
+            .only("name", "template", "state", "exit_code", "submitted_at", "ended_at")
+            .order_by("-ended_at", "-submitted_at", "-id"))
     return list(jobs[:NEEDS_YOU_MAX + 1])
 
 
 def extensions_decided_since(*, user: User, since: datetime) -> list[ExtensionRequest]:
     rows = ExtensionRequest.objects.filter(user=user, state__in=DECIDED_LATER, decided_at__gte=since)
-    return list(rows.select_related("job").order_by("-decided_at", "-id")[:NEEDS_YOU_MAX + 1])
+    rows = rows.select_related("job").defer("job__script", "job__parameters", "job__pending_reasons")
+    return list(rows.order_by("-decided_at", "-id")[:NEEDS_YOU_MAX + 1])
 
 
 def templates_last_used(*, user: User, limit: int = RECENT_TEMPLATES) -> list[JobTemplate]:
@@ -312,6 +320,7 @@ def home_get(*, user: User, now: datetime | None = None) -> Home:
         budgets=budgets_near_limit(user=user, today=timezone.localdate(now)),
         failed_jobs=failed[:NEEDS_YOU_MAX], extensions=extensions[:NEEDS_YOU_MAX],
         since=since, quick=quick_starts(user=user),
-        runs=list(run_history(user=user)[:RECENT_RUNS]), freshness=freshness,
+        runs=list(run_history(user=user).defer("job__script", "job__parameters")[:RECENT_RUNS]),
+        freshness=freshness,
         more={"failed_jobs": len(failed) > NEEDS_YOU_MAX, "extensions": len(extensions) > NEEDS_YOU_MAX},
     )
