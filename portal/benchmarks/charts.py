@@ -507,3 +507,151 @@ def history_chart(
         },
     ]
     return _base("History (red: outside its reference)", rows, layers)
+
+
+# Inference (the inference-benchmark template and trtexec): one run's rows, from its result's data.
+
+_PERCENTILES = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"))
+
+
+def inference_rows(result: BenchmarkResult) -> list[dict[str, Any]]:
+    """The run's measured rows (every precision and batch size), whichever of its results is given."""
+    data = result.data or {}
+    if result.tool == "trtexec":
+        latency = data.get("latency_ms") or {}
+        rows = [{"precision": data.get("precision") or "?", "batch_size": data.get("batch_size"),
+                 "engine": "tensorrt", "images_per_sec": data.get("images_per_sec"),
+                 "p50_ms": latency.get("median"), "p90_ms": latency.get("p90"), "p99_ms": latency.get("p99")}]
+    else:
+        rows = data.get("rows") or []
+    return [row for row in rows if row.get("images_per_sec") is not None and row.get("batch_size")]
+
+
+def inference_published(result: BenchmarkResult) -> list[PublishedResult]:
+    """Published TensorRT inference figures for the result's model and GPU: none unless both match
+    (a ResNet-50 figure says nothing of another network, a V100's nothing of another GPU)."""
+    model = _model_word(result.model or "")
+    types = [t.strip().lower() for t in (result.gpu_type or "").split(",") if t.strip()]
+    if model != "ResNet-50" or not types:
+        return []
+    rows = PublishedResult.objects.defer("entry").filter(benchmark="inference", model=model)
+    return [row for row in rows if any(t in row.gpu.lower() for t in types)]
+
+
+def inference_throughput_chart(result: BenchmarkResult) -> dict[str, Any]:
+    """Throughput against batch size, one line per precision; published throughputs for the same
+    model and GPU as diamonds."""
+    rows = [
+        {"kind": "measured", "series": row["precision"], "batch_size": row["batch_size"],
+         "images_per_sec": row["images_per_sec"], "source": "this run"}
+        for row in inference_rows(result)
+    ]
+    rows += [
+        {"kind": "published", "series": published_label(p), "batch_size": p.batch_size_per_gpu,
+         "images_per_sec": p.value, "source": p.citation}
+        for p in inference_published(result)
+        if p.metric == "images_per_sec" and p.batch_size_per_gpu
+    ]
+    x = {"field": "batch_size", "type": "quantitative", "title": "batch size",
+         "scale": {"type": "log", "base": 2}}
+    y = {"field": "images_per_sec", "type": "quantitative", "title": "images/s"}
+    color = {"field": "series", "type": "nominal", "title": None}
+    tooltip = [{"field": f} for f in ("series", "batch_size", "images_per_sec", "source")]
+    layers = [
+        {"transform": [{"filter": "datum.kind == 'measured'"}], "mark": {"type": "line", "point": True},
+         "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip}},
+        {"transform": [{"filter": "datum.kind == 'published'"}],
+         "mark": {"type": "point", "shape": "diamond", "filled": True, "size": 80},
+         "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip}},
+    ]
+    return _base("Throughput vs batch size, one line per precision", rows, layers)
+
+
+def inference_latency_chart(result: BenchmarkResult) -> dict[str, Any]:
+    """Latency percentiles against throughput (each point a batch size, labelled): the largest batch
+    under a latency target is the last point below it. A published latency for the same model and
+    GPU is a labelled rule."""
+    rows = [
+        {"kind": "measured", "series": f"{row['precision']} {label}", "precision": row["precision"],
+         "percentile": label, "batch_size": row["batch_size"], "images_per_sec": row["images_per_sec"],
+         "latency_ms": row[key], "label": f"b{row['batch_size']}"}
+        for row in inference_rows(result)
+        for key, label in _PERCENTILES
+        if row.get(key) is not None
+    ]
+    x = {"field": "images_per_sec", "type": "quantitative", "title": "images/s"}
+    y = {"field": "latency_ms", "type": "quantitative", "title": "latency (ms)"}
+    layers: list[dict[str, Any]] = [
+        {"mark": {"type": "line", "point": True},
+         "encoding": {"x": x, "y": y, "color": {"field": "precision", "type": "nominal"},
+                      "strokeDash": {"field": "percentile", "type": "nominal"},
+                      "detail": {"field": "series"},
+                      "tooltip": [{"field": f} for f in ("precision", "percentile", "batch_size",
+                                                         "images_per_sec", "latency_ms")]}},
+        {"transform": [{"filter": "datum.percentile == 'p99'"}], "mark": {"type": "text", "dy": -9},
+         "encoding": {"x": x, "y": y, "text": {"field": "label"}}},
+    ]
+    rules = [(f"{published_label(p)}: ~{p.value:g} ms ({p.notes})"[:300], p.value)
+             for p in inference_published(result) if p.metric == "latency_ms_approx"]
+    _with_rules(rows, layers, rules, "latency_ms")
+    return _base("Latency percentiles vs throughput (labels: batch size on the p99 line)", rows, layers)
+
+
+_SPEEDUPS = {
+    "int8_over_fp32_speedup_min_batch_lt_64": "batch < 64, low end",
+    "int8_over_fp32_speedup_max_batch_lt_64": "batch < 64, high end",
+    "int8_over_fp32_speedup_batch_gt_64": "batch > 64",
+}
+
+
+def inference_speedups(result: BenchmarkResult, over: str = "int8") -> list[dict[str, Any]]:
+    """`over`'s throughput divided by FP32's, per batch size both ran."""
+    rows = inference_rows(result)
+    fp32 = {r["batch_size"]: r["images_per_sec"] for r in rows if r["precision"] == "fp32"}
+    return [
+        {"kind": "measured", "batch_size": b, "speedup": round(r["images_per_sec"] / fp32[b], 2),
+         "label": f"x{r['images_per_sec'] / fp32[b]:.2f}"}
+        for r in rows
+        if r["precision"] == over and (b := r["batch_size"]) in fp32 and fp32[b]
+    ]
+
+
+def inference_speedup_chart(result: BenchmarkResult) -> dict[str, Any]:
+    """INT8's speed-up over FP32 at each batch size; the published TensorRT speed-ups for the same
+    model and GPU as labelled rules."""
+    rows = inference_speedups(result)
+    x = {"field": "batch_size", "type": "ordinal", "title": "batch size"}
+    y = {"field": "speedup", "type": "quantitative", "title": "INT8 images/s ÷ FP32 images/s"}
+    layers: list[dict[str, Any]] = [
+        {"mark": "bar",
+         "encoding": {"x": x, "y": y, "tooltip": [{"field": "batch_size"}, {"field": "speedup"}]}},
+        {"mark": {"type": "text", "dy": -6}, "encoding": {"x": x, "y": y, "text": {"field": "label"}}},
+    ]
+    rules = [(f"Published: x{p.value:g} at {_SPEEDUPS[p.metric]} ({p.gpu}, {p.framework}; {p.citation})",
+              p.value) for p in inference_published(result) if p.metric in _SPEEDUPS]
+    _with_rules(rows, layers, rules, "speedup")
+    return _base("INT8 speed-up over FP32 per batch size (1 = as fast)", rows, layers)
+
+
+def inference_accuracy(result: BenchmarkResult) -> list[dict[str, Any]]:
+    """Top-1/top-5 of each precision against FP32 as the run printed them, then the published
+    figures for the same model and GPU (percent)."""
+    rows = []
+    for precision, figures in ((result.data or {}).get("accuracy") or {}).items():
+        rows.append({
+            "source": "this run", "precision": precision, "images": figures.get("images"),
+            "fp32_top1": figures.get("fp32_top1_pct"), "top1": figures.get("top1_pct"),
+            "top1_diff": figures.get("top1_diff_points"), "fp32_top5": figures.get("fp32_top5_pct"),
+            "top5": figures.get("top5_pct"), "top5_diff": figures.get("top5_diff_points")})
+    published = {(p.precision, p.metric): p for p in inference_published(result)}
+    if ("INT8", "top1_pct") in published and ("FP32", "top1_pct") in published:
+        cite = published[("INT8", "top1_pct")]
+        value = lambda precision, metric: getattr(published.get((precision, metric)), "value", None)  # noqa: E731
+        rows.append({
+            "source": f"Published: {cite.citation} ({cite.gpu}, {cite.framework})", "precision": "int8",
+            "images": None, "fp32_top1": value("FP32", "top1_pct"), "top1": value("INT8", "top1_pct"),
+            # The paper prints FP32 minus INT8; the table's difference is INT8 minus FP32.
+            "top1_diff": -d if (d := value("FP32 minus INT8", "top1_diff_pct")) is not None else None,
+            "fp32_top5": value("FP32", "top5_pct"), "top5": value("INT8", "top5_pct"),
+            "top5_diff": -d if (d := value("FP32 minus INT8", "top5_diff_pct")) is not None else None})
+    return rows

@@ -8,7 +8,8 @@ from typing import Any
 
 # The portal's own benchmark templates print in these tools' formats (templates/jobs/*/template.toml
 # names the tool with `benchmark = ...`).
-TOOLS = ("fio", "nccl", "tf_cnn_benchmarks", "dle_resnet", "mlperf", "p2p", "nvidia_smi")
+TOOLS = ("fio", "nccl", "tf_cnn_benchmarks", "dle_resnet", "mlperf", "p2p", "nvidia_smi", "inference",
+         "trtexec")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,48 @@ def _p2p(parsed: dict[str, Any]) -> list[Figure]:
     ]
 
 
+def _inference(parsed: dict[str, Any]) -> list[Figure]:
+    """One figure per precision and batch size: its throughput, with the engine as the framework."""
+    engine = str(parsed.get("engine") or "")
+    framework, _, version = engine.partition(" ")
+    model = str(parsed.get("model") or "").split(" ")[0].rstrip(",")
+    return [
+        Figure(
+            case=f"{row.get('precision')} batch {row.get('batch_size')}",
+            metric="images_per_sec",
+            value=row.get("images_per_sec"),
+            unit="images/s",
+            context={
+                "model": model,
+                "precision": row.get("precision"),
+                "batch_size_per_gpu": row.get("batch_size"),
+                "framework": framework,
+                "framework_version": version.split(" ")[0],
+            },
+        )
+        for row in parsed.get("rows") or []
+    ]
+
+
+def _trtexec(parsed: dict[str, Any]) -> list[Figure]:
+    """Its throughput in images/s where the batch size is known, else in queries per second."""
+    per_image = parsed.get("images_per_sec") is not None
+    return [
+        Figure(
+            case=f"{parsed.get('precision') or '?'} batch {parsed.get('batch_size') or '?'}",
+            metric="images_per_sec" if per_image else "qps",
+            value=parsed.get("images_per_sec") if per_image else parsed.get("qps"),
+            unit="images/s" if per_image else "qps",
+            context={
+                "precision": parsed.get("precision"),
+                "batch_size_per_gpu": parsed.get("batch_size"),
+                "framework": "TensorRT",
+                "framework_version": parsed.get("tensorrt_version"),
+            },
+        )
+    ]
+
+
 _BY_TOOL = {
     "fio": _fio,
     "nccl": _nccl,
@@ -142,4 +185,6 @@ _BY_TOOL = {
     "dle_resnet": _dle,
     "mlperf": _mlperf,
     "p2p": _p2p,
+    "inference": _inference,
+    "trtexec": _trtexec,
 }

@@ -5,13 +5,18 @@ every portal user sees every result; the job a result came from stays visible on
 admins (the jobs app decides that). Only admins import results and set references.
 """
 
+import re
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from portal.accounts.models import User
 from portal.benchmarks.models import CONTEXT_FIELDS, BenchmarkResult, PublishedResult, Reference
+from portal.jobs.models import Job
+from portal.tracking.models import Run
 
 # A page of history: bounded whatever the client asks.
 MAX_PAGE = 200
@@ -141,3 +146,23 @@ def choices() -> dict[str, list]:
         "partitions": clean(partitions),
         "gpu_types": clean(gpu_types),
     }
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
+
+
+def inference_origin(*, user: User, result: BenchmarkResult) -> dict[str, Any] | None:
+    """The training job whose checkpoint an inference job measured (a pytorch-train job saves it in
+    its own folder, named by the job's UUID), and its runs in tracking; None when the viewer may not
+    see the job or the checkpoint is no job's."""
+    if not job_visible(user=user, result=result) or result.job is None:
+        return None
+    match = _UUID.search(str((result.job.parameters or {}).get("checkpoint") or ""))
+    if match is None:
+        return None
+    training = Job.objects.filter(uuid=uuid.UUID(match.group(0)), user_id=result.user_id).first()
+    if training is None:
+        return None
+    runs = list(Run.objects.filter(job=training).values_list("run_id", flat=True))
+    own = list(Run.objects.filter(job_id=result.job_id).values_list("run_id", flat=True))
+    return {"job": training, "runs": runs, "own_runs": own}

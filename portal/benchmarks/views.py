@@ -25,6 +25,7 @@ from portal.benchmarks.selectors import (
     MAX_COMPARE,
     ResultFilters,
     choices,
+    inference_origin,
     job_visible,
     reference_list,
     result_get,
@@ -40,6 +41,8 @@ from portal.core.errors import Forbidden, InvalidInput
 from portal.gpus.efficiency import gpu_allocated_total, gpu_efficiency_csv, gpu_efficiency_rows
 
 PAGE_SIZE = 50
+# Tools whose result page shows an inference run's table, accuracy and charts.
+INFERENCE_TOOLS = ("inference", "trtexec")
 CHART_KINDS = {
     "scaling": "Throughput vs GPUs",
     "precision": "AMP/FP16 vs FP32",
@@ -179,6 +182,8 @@ def result_view(request: HttpRequest, result_id: int) -> HttpResponse:
         chart_list.append(("nccl", charts.nccl_chart(results=[result]), "NCCL bus bandwidth vs message size"))
     if result.tool == "p2p" and result.parsed:
         chart_list.append(("p2p", charts.p2p_chart(result=result), "Peer-to-peer bandwidth"))
+    inference = _inference_context(request, result) if result.tool in INFERENCE_TOOLS else {}
+    chart_list += inference.pop("charts", [])
     if result.parsed and result.metric:
         series = ResultFilters(
             tool=result.tool,
@@ -197,14 +202,36 @@ def result_view(request: HttpRequest, result_id: int) -> HttpResponse:
         )
     return render(
         request,
-        "benchmarks/result.html",
+        "benchmarks/result_inference.html" if inference else "benchmarks/result.html",
         {
             "result": result,
             "job_visible": job_visible(user=request.user, result=result),
             "charts": chart_list,
             "reference_now": reference_for(result) if result.parsed else None,
+            **inference,
         },
     )
+
+
+def _inference_context(request: HttpRequest, result: BenchmarkResult) -> dict[str, Any]:
+    """An inference run's every case (whichever of its results is opened), its accuracy table, its
+    charts, and where its model came from; each chart's figures are also in a table (the page's
+    text alternative)."""
+    if not result.parsed:
+        return {}
+    return {
+        "inference_rows": charts.inference_rows(result),
+        "accuracy": charts.inference_accuracy(result),
+        "speedups": charts.inference_speedups(result),
+        "published": charts.inference_published(result),
+        "origin": inference_origin(user=request.user, result=result),
+        "charts": [
+            ("inference-throughput", charts.inference_throughput_chart(result), "Throughput vs batch size"),
+            ("inference-latency", charts.inference_latency_chart(result),
+             "Latency percentiles vs throughput"),
+            ("inference-speedup", charts.inference_speedup_chart(result), "INT8 speed-up over FP32"),
+        ],
+    }
 
 
 def _cell(value: Any) -> Any:

@@ -6,7 +6,8 @@ torchrun, which sets RANK, LOCAL_RANK and WORLD_SIZE for every process:
     torchrun --standalone --nproc_per_node=2 mnist_ddp.py --epochs 3
 
 `python mnist_ddp.py` also works (one process). Rank 0 writes TensorBoard events to --logdir and the
-final metrics to <logdir>/metrics.json, and prints them as `FINAL_METRICS {...}`.
+final metrics to <logdir>/metrics.json, the weights to <logdir>/model.pt, and prints the metrics as
+`FINAL_METRICS {...}`.
 With MLFLOW_TRACKING_URI set (the portal sets it in batch jobs) and mlflow installed, rank 0 also logs
 its params and scalars to MLflow as it trains: the job's page draws them live.
 (03-pytorch-ddp.ipynb runs this file; the batch template "pytorch-train" runs it the same way.)
@@ -213,6 +214,8 @@ def main() -> None:
     if writer:
         writer.close()
         (args.logdir / "metrics.json").write_text(json.dumps(metrics) + "\n")
+        # The weights, for the inference-benchmark template (a job's page links it with this path).
+        torch.save(model.module.state_dict(), args.logdir / "model.pt")
         print("FINAL_METRICS " + json.dumps(metrics), flush=True)
     if mlflow:
         try:

@@ -27,6 +27,7 @@ SMOKE_OUTPUT = {
     "nccl-allreduce": "SIMULATED (smoke mode)",
     "storage-benchmark": "write",
     "gpu-p2p-bandwidth": "SIMULATED (smoke mode)",
+    "inference-benchmark": "Inference benchmark (gpuportal",
 }
 
 

@@ -5,7 +5,17 @@ No Django here on purpose: the parsers run anywhere (workers, scripts, tests) on
 
 from collections.abc import Callable
 
-from portal.benchmarks.parsers import dle_resnet, fio, mlperf, nccl, nvidia_smi, p2p, tf_cnn_benchmarks
+from portal.benchmarks.parsers import (
+    dle_resnet,
+    fio,
+    inference,
+    mlperf,
+    nccl,
+    nvidia_smi,
+    p2p,
+    tf_cnn_benchmarks,
+    trtexec,
+)
 from portal.benchmarks.parsers._common import failure
 
 PARSERS: dict[str, Callable[[str], dict]] = {
@@ -16,6 +26,8 @@ PARSERS: dict[str, Callable[[str], dict]] = {
     "mlperf": mlperf.parse,
     "p2p": p2p.parse,
     "nvidia_smi": nvidia_smi.parse,
+    "inference": inference.parse,
+    "trtexec": trtexec.parse,
 }
 
 
