@@ -35,6 +35,7 @@ TRAINING = {
     "tensorflow-keras": ({"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
     "jax-flax": ({"EPOCHS": 3, "TRAIN_LIMIT": 1500}, 0.5),
     "r-model": ({"TEST_FRACTION": 0.3}, 0.8),
+    "inference": ({"EPOCHS": 2, "TRAIN_LIMIT": 1500, "ITERATIONS": 10, "BATCH_SIZES": [1, 8, 64]}, 0.5),
 }
 ALL = [template.name for template in notebook_templates()]
 
@@ -155,6 +156,19 @@ def test_a_training_notebook_run_in_a_job_writes_its_events_to_tensorboard_logdi
     notebook = notebook_template(logs="pytorch-classifier").name
     final_metrics(execute(notebook, tmp_path, monkeypatch, EPOCHS=1, TRAIN_LIMIT=300))
     assert scalar_tags(logdir) and not (tmp_path / "home" / "logs" / "pytorch-classifier").exists()
+
+
+@pytest.mark.integration
+def test_inference_notebook_quantizes_compares_and_times(tmp_path, monkeypatch):
+    """#39: a model trained in the session, quantized to INT8 (calibrated on one part of the test
+    split, scored on the other), its accuracy against FP32, and its timings per batch size."""
+    parameters, accuracy = TRAINING["inference"]
+    notebook = notebook_template(logs="inference").name
+    metrics = final_metrics(execute(notebook, tmp_path, monkeypatch, RUN_NAME="t", **parameters))
+    assert metrics["test_accuracy"] >= accuracy and metrics["fp32_top1"] >= accuracy
+    assert abs(metrics["int8_top1_diff_points"] - 100 * (metrics["int8_top1"] - metrics["fp32_top1"])) < 0.02
+    assert set(metrics["int8_speedup"]) == {"1", "8", "64"} and all(metrics["int8_speedup"].values())
+    assert (tmp_path / "home/logs/inference/t/model.pt").stat().st_size > 100_000
 
 
 @pytest.mark.integration
