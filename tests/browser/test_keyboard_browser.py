@@ -52,6 +52,22 @@ def test_log_in_start_open_and_stop_a_session_with_tab_and_enter(portal_hub, liv
     _tab_to(page, "#start")
     page.keyboard.press("Enter")
     page.locator(f"#open-{name}").wait_for(timeout=2 * SLURM_PATIENCE * 1000)
+    # What a card says when the cards refresh themselves (here the start answered once it was ready):
+    # its state, in the page's live region, for a screen reader (WCAG 4.1.3).
+    assert page.locator(f'[data-server="{name}"]').get_attribute("data-announce") == (
+        f"Session {name}: ready")
+    said = page.evaluate("""() => {
+        const before = document.createElement("div"), after = document.createElement("div");
+        const same = '<span data-announce="Job y: running"></span>';
+        before.innerHTML = '<span data-announce="Session x: starting"></span>' + same;
+        after.innerHTML = '<span data-announce="Session x: ready"></span>' + same;
+        window.portalAnnounce(before, after);
+        const region = document.getElementById("live-status");
+        return [region.getAttribute("role"), region.textContent]; }""")
+    assert said == ["status", "Session x: ready"]
+    # A part whose forms differ only by their masked CSRF token has not changed (no swap, no focus lost).
+    assert page.evaluate("""() => window.portalBare('<input name="csrfmiddlewaretoken" value="a1">') ===
+                                  window.portalBare('<input name="csrfmiddlewaretoken" value="b2">')""")
     session = NotebookServer.objects.get(user__username="alice", name=name, ended_at__isnull=True)
 
     # Open JupyterLab: a new tab, logged in through the portal.

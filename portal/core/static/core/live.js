@@ -8,7 +8,7 @@
   window.portalLive = true;
   function follow(box) {
     const interval = Number(box.dataset.interval || 10000);
-    let seen = box.innerHTML;
+    let seen = window.portalBare(box.innerHTML);
     let etag = null;
     async function poll() {
       try {
@@ -19,11 +19,12 @@
           etag = response.headers.get("ETag");
           const html = await response.text();
           const next = new DOMParser().parseFromString(html, "text/html").getElementById(box.id);
-          if (next && (next.innerHTML !== seen || next.dataset.live !== box.dataset.live)) {
-            seen = next.innerHTML;
+          if (next && (window.portalBare(next.innerHTML) !== seen || next.dataset.live !== box.dataset.live)) {
+            seen = window.portalBare(next.innerHTML);
+            window.portalAnnounce(box, next);
             box.replaceWith(next);
             box = next;
-            window.portalCharts.render(box);
+            if (window.portalCharts) window.portalCharts.render(box);  // pages with charts load charts.js
           }
         }
       } catch (error) {

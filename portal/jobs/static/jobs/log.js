@@ -34,6 +34,7 @@
     if (badge.dataset.state !== body.state) {
       badge.dataset.state = body.state;
       badge.textContent = body.state.replaceAll("_", " ").toLowerCase();
+      document.getElementById("live-status").textContent = `Job state: ${badge.textContent}`;  // base.html
       badge.className = "badge " + (body.state === "COMPLETED" ? "ok" : ["RUNNING", "PENDING", "QUEUED_IN_PORTAL"].includes(body.state) ? "warn" : "bad");
       document.getElementById("job-reason").textContent = body.reason || "—";
       document.getElementById("slurm-id").textContent = body.slurm_job_id || "—";

@@ -10,7 +10,7 @@
   const seen = {};
   for (const id of ["active-cards", "recent-sessions"]) {
     const part = document.getElementById(id);
-    if (part) seen[id] = part.innerHTML;
+    if (part) seen[id] = window.portalBare(part.innerHTML);
   }
   let lastFetch = 0;
 
@@ -21,8 +21,9 @@
       const next = fresh.getElementById(id);
       if (!current || !next) continue;
       if (id === "recent-sessions" && current.open) next.open = true;
-      if (seen[id] !== next.innerHTML) {
-        seen[id] = next.innerHTML;
+      if (seen[id] !== window.portalBare(next.innerHTML)) {
+        seen[id] = window.portalBare(next.innerHTML);
+        window.portalAnnounce(current, next);
         current.replaceWith(next);
         if (window.portalCharts) window.portalCharts.render(next);
       }
