@@ -117,7 +117,7 @@ AUTHENTICATION_BACKENDS = [
     "portal.accounts.backends.LdapBackend",
 ]
 LOGIN_URL = "accounts:login"
-LOGIN_REDIRECT_URL = "cluster:status"
+LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "accounts:login"
 
 # --- LDAP directory (portal.accounts.ldap) ---
