@@ -25,6 +25,7 @@ from portal.benchmarks.parsers import parse
 from portal.benchmarks.services import result_import
 from portal.jobs.job_templates import JobPaths, catalog, script_body_render
 from portal.jobs.models import JobState
+from tests.environments.conftest import REAL_ROOT, needs_real_envs
 from tests.factories import JobFactory, UserFactory
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -210,3 +211,42 @@ def test_a_completed_training_job_links_to_the_composer_with_its_checkpoint(clie
     for other in (JobFactory(user=alice, template="pytorch-train", state=JobState.RUNNING),
                   JobFactory(user=alice, template="resnet50-benchmark", state=JobState.COMPLETED)):
         assert 'id="inference-link"' not in client.get(f"/jobs/{other.pk}/").content.decode()
+
+
+@pytest.mark.integration
+@needs_real_envs
+def test_on_a_gpu_with_tensorrt_each_case_is_one_trtexec_run(tmp_path):
+    """The TensorRT path end to end with stand-ins for what the bed lacks (batchspawner's way): an
+    nvidia-smi, a trtexec that records its command line and prints TensorRT 10's published summary,
+    an onnx package (the export itself is replaced). Without TensorRT's Python module no calibration
+    cache can be written, so INT8 says so and measures nothing."""
+    stubs = tmp_path / "bin"
+    (stubs / "onnx").mkdir(parents=True)
+    (stubs / "onnx/__init__.py").write_text("")
+    summary = FIXTURES / "trtexec/trt10_issue4177_summary.txt"
+    for name, body in (("nvidia-smi", 'echo "NVIDIA-SMI version  : 550.54.15"'),
+                       ("trtexec", f'echo "$*" >> {tmp_path}/argv\ncat {summary}')):
+        (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
+        (stubs / name).chmod(0o755)
+    driver = ("import sys\nsys.path.insert(0, sys.argv[1])\nimport infer\n"
+              "infer.onnx_export = lambda model, example, path: path.write_bytes(b'stand-in')\n"
+              "sys.exit(infer.main(sys.argv[2:]))\n")
+    done = subprocess.run(
+        [str(REAL_ROOT / "pytorch/bin/python"), "-c", driver, str(INFER.parent), "--precisions", "fp16,int8",
+         "--batch-sizes", "1,8", "--iterations", "300"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={"PATH": f"{stubs}:/usr/bin:/bin", "PYTHONPATH": str(stubs), "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "argv").read_text().splitlines() == [
+        f"--onnx=model.onnx --shapes=input:{batch}x1x28x28 --warmUp=500 --iterations=300 --duration=0 "
+        f"--percentile=50,90,99 --exportTimes=times-{precision}-{batch}.json{flag}"
+        for precision, flag in (("fp32", ""), ("fp16", " --fp16")) for batch in (1, 8)]
+    report = parse("inference", done.stdout)
+    assert report["engine"] == f"TensorRT trtexec ({stubs}/trtexec)"
+    rows = {(r["precision"], r["batch_size"]): r for r in report["rows"]}
+    assert rows[("fp16", 8)]["images_per_sec"] == pytest.approx(8 * 130.298, abs=0.1)
+    fp16 = rows[("fp16", 8)]
+    assert (fp16["p50_ms"], fp16["p90_ms"], fp16["p99_ms"]) == pytest.approx((7.161, 10.3, 12.968), abs=1e-3)
+    assert rows[("fp32", 1)]["top1"] is None and "top-1 not measured" in rows[("fp32", 1)]["note"]
+    assert rows[("int8", 1)]["images_per_sec"] is None
+    assert rows[("int8", 1)]["note"].startswith("not run: writing the calibration cache needs TensorRT's")
