@@ -393,9 +393,10 @@ STATICFILES_DIRS = [
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
-# Sessions read from the cache (Redis) first, from PostgreSQL after a miss (Redis restarted): a
-# poll answered 304 (portal.core.live) then costs no PostgreSQL query, and no login is lost with Redis.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# Sessions read from the cache (Redis) first, from PostgreSQL after a miss or with Redis down
+# (portal.accounts.sessions): a poll answered 304 (portal.core.live) then costs no PostgreSQL query,
+# and no login is lost with Redis.
+SESSION_ENGINE = "portal.accounts.sessions"
 
 # --- Parts that poll (portal.core.live) ---
 # Their ETags move at least this often, so what they derive from the clock is never older.
