@@ -12,6 +12,7 @@ time is measured around them; the share of that wall time the iterations cover i
 """
 
 import argparse
+import copy
 import gzip
 import os
 import re
@@ -183,7 +184,7 @@ class TorchEngine:
             return self.model.to(self.device), torch.float32
         if precision in ("fp16", "bf16"):
             dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-            return _copy(self.model).to(self.device, dtype), dtype
+            return copy.deepcopy(self.model).to(self.device, dtype), dtype
         if self.device.type == "cuda":
             raise Unsupported("PyTorch's INT8 kernels run on the CPU only; TensorRT is the GPU's INT8 engine")
         from torch.ao.quantization import get_default_qconfig_mapping
@@ -194,7 +195,7 @@ class TorchEngine:
         with warnings.catch_warnings():
             # torch.ao.quantization says it is deprecated (for torchao), once per observer.
             warnings.simplefilter("ignore")
-            observed = prepare_fx(_copy(self.model).cpu(), get_default_qconfig_mapping(backend),
+            observed = prepare_fx(copy.deepcopy(self.model).cpu(), get_default_qconfig_mapping(backend),
                                   (self.calibration[:1],))
             with torch.inference_mode():
                 for start in range(0, len(self.calibration), 64):
@@ -208,12 +209,6 @@ class TorchEngine:
 
 class Unsupported(Exception):
     """This precision cannot run on this engine here; the report says why."""
-
-
-def _copy(model: Any) -> Any:
-    import copy
-
-    return copy.deepcopy(model)
 
 
 def torch_measure(engine: TorchEngine, run: Any, dtype: Any, images: Any, batch: int, warmup: int,
@@ -510,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run, dtype = engine.prepare(precision)
             accuracies[precision] = torch_accuracy(engine, run, dtype, images, labels)
-        except Unsupported as why:
+        except (Unsupported, RuntimeError) as why:  # RuntimeError: no kernel for it on this device
             for batch in args.batch_sizes:
                 print(row(precision, batch, engine.name, None, None, f"not run: {why}"))
             continue
