@@ -49,6 +49,7 @@ CHART_KINDS = {
     "storage": "Storage (fio)",
     "nccl": "NCCL bus bandwidth",
     "p2p": "GPU peer-to-peer",
+    "inference": "Inference by batch size",
     "history": "History of one figure",
 }
 
@@ -353,6 +354,13 @@ def charts_view(request: HttpRequest) -> HttpResponse:
     elif kind == "p2p":
         newest = result_list(user=request.user, filters=ResultFilters(**{**filters.__dict__, "tool": "p2p"}))
         spec = charts.p2p_chart(result=newest.filter(parsed=True).first(), overlay_published=overlay)
+    elif kind == "inference":
+        # The newest inference run matching the filters; its page has its tables and other charts.
+        newest = result_list(
+            user=request.user, filters=ResultFilters(**{**filters.__dict__, "tool": "inference"})
+        ).filter(parsed=True).first()
+        spec = charts.inference_throughput_chart(newest) if newest else charts._base(
+            "No inference run matches", [], [{"mark": "point"}])
     elif kind == "nccl":
         nccl = list(
             result_list(

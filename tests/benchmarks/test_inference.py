@@ -174,6 +174,11 @@ def test_a_v100_result_entered_by_hand_shows_the_published_points(client):
                           context={"gpu_type": "a100", "model": "resnet50"})
     assert charts.inference_published(other[0]) == []
     assert 'id="no-published"' in client.get(f"/benchmarks/{other[0].pk}/").content.decode()
+    # The charts page draws the newest run that matches its filters.
+    newest = _spec(client.get("/benchmarks/charts/?kind=inference&gpu_type=v100").content.decode(), "chart")
+    assert {row["series"] for row in newest["data"]["values"]} == {"fp32", "int8"}
+    assert _spec(client.get("/benchmarks/charts/?kind=inference&gpu_type=h100").content.decode(),
+                 "chart")["data"]["values"] == []
 
 
 @pytest.mark.django_db
