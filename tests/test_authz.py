@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
@@ -201,8 +203,9 @@ ROWS: dict[str, list[Row]] = {
                                       {**PAGE_MINE, "owner": 302, "admin": 404})],
     "servers/cards/": [Row("GET", _fixed("/servers/cards/"), P, PAGE_ANY)],
     # The owner's server is not ready (the hub is down here): back to the list with a message.
-    "servers/<slug:name>/open/": [Row("GET", lambda w: f"/servers/{w.server.name}/open/", P,
-                                      {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "servers/<slug:name>/open/": [Row(method, lambda w: f"/servers/{w.server.name}/open/", P,
+                                      {**PAGE_MINE, "owner": 302, "admin": 404})
+                                  for method in ("GET", "POST")],
     "timing/": [Row("GET", _fixed("/timing/"), P, PAGE_ADMIN)],
     "gpus/": [Row("GET", _fixed("/gpus/"), P, PAGE_ADMIN)],
     "gpus/jobs/<id:job_id>/": [Row("GET", lambda w: f"/gpus/jobs/{w.job.pk}/", P, PAGE_MINE)],
@@ -505,3 +508,27 @@ def test_admin_routes_are_all_under_the_admin_site():
     """Every admin route belongs to Django's admin site, which checks is_staff on each view."""
     routes = [route for route in _routes(get_resolver().url_patterns) if _admin(route)]
     assert routes and all(route.startswith("admin/") for route in routes)
+
+
+WRITES = ("INSERT", "UPDATE", "DELETE")
+# The one write a read may make: when an API token was last used, at most once a minute
+# (accounts.services), as GitHub shows it; the profile page lists it.
+TOKEN_USE = 'UPDATE "accounts_apitoken" SET "last_used_at"'
+
+
+@pytest.mark.parametrize("route", sorted(route for route, rows in ROWS.items()
+                                         if any(row.method == "GET" for row in rows)))
+def test_a_get_writes_no_row(route, world):
+    """#33 item 7: a GET reads. As the owner and as an admin (whose pages show more), every GET of
+    the table runs with no INSERT, UPDATE or DELETE in PostgreSQL."""
+    for row in ROWS[route]:
+        if row.method != "GET":
+            continue
+        for principal in ("owner", "admin"):
+            client = _client(principal, row.via)
+            path = row.path(world)
+            with CaptureQueriesContext(connection) as queries:
+                client.get(path)
+            written = [q["sql"][:160] for q in queries
+                       if q["sql"].lstrip().upper().startswith(WRITES) and not q["sql"].startswith(TOKEN_USE)]
+            assert written == [], f"GET {path} as {principal} wrote: {written}"

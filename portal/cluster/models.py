@@ -21,8 +21,9 @@ class PollStatus(models.Model):
 
     @classmethod
     def get(cls) -> "PollStatus":
-        status, _ = cls.objects.get_or_create(pk=1)
-        return status
+        """The row (a migration creates it), or an unsaved one that knows nothing yet: reading it never
+        writes, whoever reads it first; the poll cycle saves it."""
+        return cls.objects.filter(pk=1).first() or cls(pk=1)
 
 
 class Partition(models.Model):

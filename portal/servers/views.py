@@ -73,9 +73,10 @@ def server_cards_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_http_methods(["GET", "POST"])
 def server_open_view(request: HttpRequest, name: str) -> HttpResponse:
-    """Open JupyterLab: notes the first connect, then on to the hub."""
+    """Open JupyterLab: on to the hub. The card's button POSTs, which notes the first connect; a GET
+    (a kept link) only goes on, as a read never writes."""
     server = server_get(user=request.user, name=name)
     if server is None:
         raise Http404("No such server.")
@@ -83,7 +84,8 @@ def server_open_view(request: HttpRequest, name: str) -> HttpResponse:
     if not card.url:
         messages.error(request, f"{name} is not ready yet: {card.status}.")
         return redirect("servers:list")
-    server_connect(server=server)
+    if request.method == "POST":
+        server_connect(server=server)
     return redirect(card.url)
 
 

@@ -114,3 +114,18 @@ def test_a_refused_field_names_its_error_and_help_to_a_screen_reader(client, ali
         assert f"id_{name}_error" in described, field
         for target in described:
             assert f'id="{target}"' in page, target
+
+
+def test_open_notes_the_first_connect_on_its_post_and_a_kept_link_only_goes_on(client, alice):
+    """#33 item 7: the card's Open JupyterLab button POSTs (the first connect is written then); a GET
+    of the same address, a link somebody kept, reads only."""
+    NotebookServerFactory(user=alice, name="lab", ready_at=timezone.now(), started_at=timezone.now())
+    card = client.get("/servers/cards/").content.decode()
+    assert re.search(r'<form method="post" action="/servers/lab/open/" target="_blank">.*?'
+                     r'<button type="submit" class="primary" id="open-lab">Open JupyterLab</button>', card)
+    kept = client.get("/servers/lab/open/")
+    assert kept.status_code == 302 and "/user/alice/lab/" in kept["Location"]
+    assert NotebookServer.objects.get(name="lab").first_connect_at is None
+    opened = client.post("/servers/lab/open/")
+    assert opened.status_code == 302 and opened["Location"] == kept["Location"]
+    assert NotebookServer.objects.get(name="lab").first_connect_at is not None
