@@ -11,32 +11,15 @@ reference), and Django's admin changelist of the same table.
 """
 
 import argparse
-import os
 import time
 
-import jobs_common
 from jobs_common import history_fill, summary
-
-SERVER = jobs_common.SERVER
-os.environ["DATABASE_URL"] = f"{SERVER}/bench_benchmarks"
-
-
-def setup() -> None:
-    import django
-    import psycopg
-
-    with psycopg.connect(f"{SERVER.replace('postgres://', 'postgresql://')}/postgres", autocommit=True) as db:
-        if not db.execute("SELECT 1 FROM pg_database WHERE datname = 'bench_benchmarks'").fetchone():
-            db.execute("CREATE DATABASE bench_benchmarks")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+from measure import django_on
 
 
 def results_fill(total: int, users: list, jobs: int) -> None:
     """`total` results over 7 tools' worth of series: models, precisions, 1-8 GPUs, two GPU types and
-    partitions, 1 % flagged, 2 % unparsed; every 10th came from a job."""
+    partitions, 1 % flagged, 2 % unparsed; every 10th came from a job, each from its own."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -54,7 +37,7 @@ def results_fill(total: int, users: list, jobs: int) -> None:
                 'PyTorch', '2.14.1', (ARRAY['fp32','amp'])[1 + i %% 2], 64, g, 1,
                 (ARRAY['a100','h100'])[1 + i %% 2], 'pytorch', (ARRAY['gpu','debug'])[1 + i %% 2],
                 now() - (%s - i) * interval '1 minute', (%s::bigint[])[1 + i %% %s],
-                CASE WHEN i %% 10 = 0 THEN 1 + (i * 7919) %% %s END,
+                CASE WHEN i %% 10 = 0 AND i / 10 <= %s THEN i / 10 END,  -- one result per job (its case)
                 CASE tool WHEN 'fio' THEN 'bw_mib_s' WHEN 'nccl' THEN 'busbw_gbps' ELSE 'images_per_sec' END,
                 CASE WHEN i %% 50 = 0 THEN NULL ELSE 100 * g * (0.8 + random() * 0.2) END,
                 CASE tool WHEN 'fio' THEN 'MiB/s' WHEN 'nccl' THEN 'GB/s' ELSE 'images/s' END,
@@ -86,7 +69,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
-    setup()
+    django_on("bench_benchmarks")
     from django.test import Client
     from rest_framework.test import APIClient
 

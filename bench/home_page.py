@@ -12,36 +12,12 @@ share whatever else the machine is doing. Target from issue 34: home p99 <= 50 m
 """
 
 import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-from measure import percentile
+from measure import django_on, percentile
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SERVER = os.environ.get("BENCH_DATABASE_SERVER", "postgres://gpuportal:gpuportal@127.0.0.1:5433")
-os.environ["DATABASE_URL"] = f"{SERVER}/bench_home"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.base")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1")
-os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-a-secret")  # signs the bench's own sessions
 TARGET_P99_MS = 50.0
-
-
-def setup() -> None:
-    import django
-    import psycopg
-
-    with psycopg.connect(f"{SERVER.replace('postgres://', 'postgresql://')}/postgres", autocommit=True) as db:
-        if not db.execute("SELECT 1 FROM pg_database WHERE datname = 'bench_home'").fetchone():
-            db.execute("CREATE DATABASE bench_home")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def world(items: int):
@@ -90,7 +66,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=20)
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
-    setup()
+    django_on("bench_home")
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext

@@ -4,33 +4,13 @@ The benchmarks never touch the portal's database: they create `bench_jobs` on th
 server, migrate it, and fill it with synthetic history in one server-side INSERT ... SELECT.
 """
 
-import os
 import statistics
-import sys
-from pathlib import Path
 
-from measure import percentile
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SERVER = os.environ.get("BENCH_DATABASE_SERVER", "postgres://gpuportal:gpuportal@127.0.0.1:5433")
-os.environ["DATABASE_URL"] = f"{SERVER}/bench_jobs"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.base")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1")
+from measure import django_on, percentile
 
 
 def setup() -> None:
-    import django
-    import psycopg
-
-    with psycopg.connect(f"{SERVER.replace('postgres://', 'postgresql://')}/postgres", autocommit=True) as db:
-        if not db.execute("SELECT 1 FROM pg_database WHERE datname = 'bench_jobs'").fetchone():
-            db.execute("CREATE DATABASE bench_jobs")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    django_on("bench_jobs")
 
 
 def history_fill(total: int, users: list, *, state_sql: str | None = None) -> None:
@@ -50,12 +30,12 @@ def history_fill(total: int, users: list, *, state_sql: str | None = None) -> No
                 gpus_per_node, cpus_per_node, mem_mb_per_node, time_limit, output_dir, state, reason,
                 slurm_job_id, submit_attempts, submitted_at, slurm_submitted_at, started_at, ended_at,
                 elapsed, node_list, gpus_allocated, gpu_hours, exit_code, exit_signal, updated_at,
-                idempotency_key, request_digest, pending_reasons)
+                idempotency_key, request_digest, pending_reasons, slurm_duplicates)
             SELECT gen_random_uuid(), (%s::bigint[])[1 + i %% %s], 'job-' || i, (%s::text[])[1 + i %% 7],
                 '{{"gpus": 1}}'::jsonb, '#!/bin/bash\nset -euo pipefail\ntrue\n', 'gpu', 1, 1, 8, 49152,
                 interval '8 hours', '/home/u/gpuportal/jobs', {states}, '', (1000000 + i)::text, 1,
                 t, t, t, t + interval '5 minutes', interval '5 minutes', 'vm', 1, 0.0833, 0, 0, now(), '', '',
-                '[]'::jsonb
+                '[]'::jsonb, '[]'::jsonb
             FROM generate_series(1, %s) AS i,
                 LATERAL (SELECT now() - (%s - i) * interval '10 seconds' AS t) AS at
         """, [[u.pk for u in users], len(users), templates, total, total])

@@ -25,3 +25,29 @@ def rpc_by_users(users: set[str]) -> int:
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def django_on(database: str) -> None:
+    """Django on a database of the benchmark's own on the portal's PostgreSQL server (never the
+    portal's), created if missing and migrated. Call before importing anything of the portal's."""
+    import os
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    server = os.environ.get("BENCH_DATABASE_SERVER", "postgres://gpuportal:gpuportal@127.0.0.1:5433")
+    os.environ["DATABASE_URL"] = f"{server}/{database}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.base")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-a-secret")  # signs the bench's own sessions
+    import django
+    import psycopg
+
+    with psycopg.connect(f"{server.replace('postgres://', 'postgresql://')}/postgres", autocommit=True) as db:
+        if not db.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone():
+            db.execute(f'CREATE DATABASE "{database}"')
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
