@@ -78,6 +78,16 @@ def test_trtexec_failure_names_the_error():
     assert not result["parsed"] and "&&&& FAILED TensorRT.trtexec" in result["reason"]
 
 
+def test_a_batch_no_run_can_have_is_no_figure():
+    """Found by the fuzz test: a mangled batch size overflowed images/s (and would the database)."""
+    huge = "9" * 400
+    result = parse("trtexec", f"Throughput: 5 qps\n&&&& PASSED TensorRT.trtexec # trtexec --batch={huge}")
+    assert result["parsed"] and (result["batch_size"], result["images_per_sec"]) == (None, None)
+    report = (FIXTURES / "inference/bed_mnist_cnn_smoke.txt").read_text()
+    report = report.replace("fp32          1 ", f"fp32 {huge} ")
+    assert [r["batch_size"] for r in parse("inference", report)["rows"]][:1] == [8]
+
+
 def test_template_report_every_case_and_int8_accuracy():
     result = parse("inference", (FIXTURES / "inference/bed_mnist_cnn_smoke.txt").read_text())
     assert result["parsed"] and result["smoke"] and result["engine"].startswith("PyTorch 2.")

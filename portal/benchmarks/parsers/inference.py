@@ -7,6 +7,7 @@ case the engine could not run, kept with its reason.
 import re
 
 from portal.benchmarks.parsers._common import failure, to_float, to_int
+from portal.benchmarks.parsers.trtexec import MAX_BATCH
 
 _HEADER = re.compile(r"^precision\s+batch\s+engine\s+images/s\s+p50 ms\s+p90 ms\s+p99 ms\s+top-1\s+top-5"
                      r"\s+timed %\s*$", re.MULTILINE)
@@ -27,7 +28,10 @@ def parse(text: str) -> dict:
         figures = {name: to_float(value) if value != "-" else None
                    for name, value in zip(_FIELDS, match.groups()[3:10], strict=True)}
         note = match.group(11) or ""
-        rows.append({"precision": match[1], "batch_size": to_int(match[2]), "engine": match[3], **figures,
+        batch = to_int(match[2])
+        if batch is None or not 0 < batch < MAX_BATCH:
+            continue  # a mangled row: no batch size is that large
+        rows.append({"precision": match[1], "batch_size": batch, "engine": match[3], **figures,
                      "note": note[:300]})
     if not rows:
         return failure("the inference table has no rows")

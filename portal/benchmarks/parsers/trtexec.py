@@ -8,6 +8,7 @@ import re
 
 from portal.benchmarks.parsers._common import failure, find_error, to_float, to_int, with_error
 
+MAX_BATCH = 2**31
 _ERRORS = [r"^.*&&&& FAILED TensorRT\.trtexec.*$", r"^.*\[E\] .*$"]
 _LATENCY = re.compile(r"^.*?\bLatency: (min = .*)$", re.MULTILINE)
 _STATISTIC = re.compile(r"(min|max|mean|median|percentile\((\d+(?:\.\d+)?)%\)) = ([\d.eE+-]+) ms")
@@ -31,7 +32,7 @@ def parse(text: str) -> dict:
         "batch_size": batch,
         # trtexec 7 printed "throughput: 0 qps" in its host latency block: not a figure.
         "qps": qps if qps else None,
-        "images_per_sec": qps * batch if qps and batch else None,
+        "images_per_sec": to_float(qps * batch) if qps and batch else None,
         "latency_ms": latency,
         "gpu_compute_median_ms": _number(text, r"GPU Compute Time: .*?median = ([\d.eE+-]+) ms"),
         "host_walltime_s": _number(text, r"Total Host Walltime: ([\d.eE+-]+) s"),
@@ -67,13 +68,12 @@ def _old_latency(text: str) -> dict[str, float]:
 
 
 def _batch(text: str) -> int | None:
-    """The first dimension of the input shape trtexec ran with, else its implicit `--batch=N`."""
-    shape = re.search(r"--shapes=[^:\s]+:(\d+)x", text) or re.search(
-        r"Input inference shape\s*:\s*[^=\s]+=(\d+)x", text)
-    if shape:
-        return to_int(shape.group(1))
-    batch = re.search(r"--batch=(\d+)", text)
-    return to_int(batch.group(1)) if batch else None
+    """The first dimension of the input shape trtexec ran with, else its implicit `--batch=N`; None
+    past what a batch can be (a mangled number would overflow the images/s and the database)."""
+    found = re.search(r"--shapes=[^:\s]+:(\d+)x", text) or re.search(
+        r"Input inference shape\s*:\s*[^=\s]+=(\d+)x", text) or re.search(r"--batch=(\d+)", text)
+    batch = to_int(found.group(1)) if found else None
+    return batch if batch is not None and 0 < batch < MAX_BATCH else None
 
 
 def _precision(text: str) -> str:
