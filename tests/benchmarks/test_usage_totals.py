@@ -29,7 +29,7 @@ def _total_line(page: str) -> str:
 
 
 def _column(page: str, table: str, index: int) -> list[float]:
-    body = re.search(rf'<table id="{table}">(.*?)</table>', page, re.DOTALL)[1]
+    body = re.search(rf'<table[^>]* id="{table}"[^>]*>(.*?)</table>', page, re.DOTALL)[1]
     return [float(re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)[index])
             for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.DOTALL) if "<td" in row]
 
