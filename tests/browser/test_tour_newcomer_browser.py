@@ -57,7 +57,7 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
     base = live_server.url
     page.set_viewport_size({"width": 1280, "height": 800})
 
-    # 1. Log in; the first page is the cluster's status.
+    # 1. Log in; the first page is home, and the cluster's status is in the Cluster menu.
     page.goto(f"{base}/")
     page.fill("#id_username", "alice")
     page.fill("#id_password", "alice-pw")
@@ -66,7 +66,11 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
     alice = User.objects.get(username="alice")
     assert not Job.objects.filter(user=alice).exists()
     assert not NotebookServer.objects.filter(user=alice).exists()
-    _promised("The first page is **Cluster status**", "A100 GPUs free", "the **Nodes** table")
+    _promised("The first page is your **home page**", "*What needs you*",
+              "**Cluster** → **Cluster status**", "A100 GPUs free", "the **Nodes** table")
+    assert _words(page.locator("h1")).startswith("Welcome")
+    assert page.locator("h2", has_text="What needs you").count() == 1
+    go(page, "cluster-link")
     assert _words(page.locator("h1")) == "Cluster status"
     gpu_card = page.locator(".card.partition", has_text="gpu").first
     assert re.search(r"\d+ of \d+ A100 GPUs free", _words(gpu_card)), _words(gpu_card)
@@ -114,8 +118,9 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
 
     # 4. Jobs -> New job -> Custom script: the template's defaults, as the guide quotes them.
     custom = {p.name: p.default for p in catalog().templates["custom"].parameters}
-    _promised("**Jobs** → **New job** → *Custom script*", "*Time limit (minutes)*", "*GPUs per node*",
-              "*Commands*", "a time limit of 480 minutes (8 h), 1 GPU on 1 node, no environment",
+    _promised("**Compute** → **Batch jobs** → **New job** → *Custom script*", "*Time limit (minutes)*",
+              "*GPUs per node*", "*Commands*",
+              "a time limit of 480 minutes (8 h), 1 GPU on 1 node, no environment",
               "```bash " + " ".join(custom["commands"].split()) + " ```",
               "**Preview script** shows the exact script, **Submit this script** sends it")
     go(page, "jobs-link")
