@@ -1,7 +1,7 @@
 """Every page a user and an admin reach from the header, in headless Chromium at a desktop's and a
-phone's width, checked with axe-core (WCAG 2.0 and 2.1, A and AA): no serious or critical
-violation. At a phone's width nothing overflows the viewport (a table or code block may scroll
-inside itself); at 1024 px the header's navigation is one line.
+phone's width (and the user's in the dark colour scheme too), checked with axe-core (WCAG 2.0 and
+2.1, A and AA): no serious or critical violation. At a phone's width nothing overflows the viewport
+(a table or code block may scroll inside itself); at 1024 px the header's navigation is one line.
 
 axe-core comes from npm, locked in tests/browser/axe/ (scripts/install.sh installs it with npm ci);
 it is injected into each page as a script tag, which the portal's Content-Security-Policy
@@ -37,6 +37,10 @@ WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 FAILING = ("critical", "serious")
 IMPACTS = ("critical", "serious", "moderate", "minor")
 WIDTHS = {1280: 800, 390: 844}
+# Each user at both widths in the light scheme; the dark one (prefers-color-scheme) at a desktop's
+# width, for the user: its colours are checked, the layout is the same.
+VIEWS = [(1280, "light"), (390, "light"), (1280, "dark")]
+DARK_FOR = ("alice",)
 NARROW = 390
 HEADER_WIDTH = 1024
 HEADER_MAX_HEIGHT = 70  # px: one line of navigation
@@ -197,9 +201,12 @@ def test_every_page_passes_axe_fits_a_phone_and_has_a_one_line_header(
     for username in USERS:
         state = None
         pages: list[str] = []
-        for width, height in WIDTHS.items():
+        for width, scheme in VIEWS:
+            if scheme == "dark" and username not in DARK_FOR:
+                continue
             context = browser.new_context(base_url=base, bypass_csp=True, storage_state=state,
-                                          viewport={"width": width, "height": height})
+                                          viewport={"width": width, "height": WIDTHS[width]},
+                                          color_scheme=scheme)
             try:
                 if state is None:
                     _login(context, base, username)
@@ -224,8 +231,8 @@ def test_every_page_passes_axe_fits_a_phone_and_has_a_one_line_header(
                 for path in pages:
                     record = _check_page(page, path, width, username, AXE, seen)
                     if record:
-                        records.append(record)
-                if width == max(WIDTHS):
+                        records.append({**record, "scheme": scheme})
+                if width == max(WIDTHS) and scheme == "light":
                     page.set_viewport_size({"width": HEADER_WIDTH, "height": 800})
                     page.goto("/")
                     header = page.evaluate(HEADER_JS)
@@ -253,12 +260,13 @@ def test_every_page_passes_axe_fits_a_phone_and_has_a_one_line_header(
 
 def _summary(records: list[dict], header_problems: list[str], elapsed: float, report: Path) -> str:
     lines = [f"\naxe-core on {len(records)} page views in {elapsed:.0f} s; report: {report}",
-             f"{'user':6} {'width':>5} {'pages':>5} " + " ".join(f"{i:>8}" for i in IMPACTS)]
+             f"{'user':6} {'width':>5} {'scheme':6} {'pages':>5} " + " ".join(f"{i:>8}" for i in IMPACTS)]
     for username in USERS:
-        for width in WIDTHS:
-            rows = [r for r in records if r["user"] == username and r["width"] == width]
-            lines.append(f"{username:6} {width:>5} {len(rows):>5} "
-                         + " ".join(f"{sum(r['counts'][i] for r in rows):>8}" for i in IMPACTS))
+        for width, scheme in VIEWS:
+            rows = [r for r in records if (r["user"], r["width"], r["scheme"]) == (username, width, scheme)]
+            if rows:
+                lines.append(f"{username:6} {width:>5} {scheme:6} {len(rows):>5} "
+                             + " ".join(f"{sum(r['counts'][i] for r in rows):>8}" for i in IMPACTS))
     by_rule = Counter(v["rule"] for r in records for v in r["violations"] if v["impact"] in FAILING)
     lines += [f"  {rule}: on {count} page views" for rule, count in by_rule.most_common()]
     overflowing = sum(1 for r in records if r["overflow"])
@@ -270,7 +278,7 @@ def _summary(records: list[dict], header_problems: list[str], elapsed: float, re
 def _problems(records: list[dict]) -> list[str]:
     problems = []
     for r in records:
-        where = f"{r['page']} at {r['width']} px as {r['user']}"
+        where = f"{r['page']} at {r['width']} px ({r['scheme']}) as {r['user']}"
         for v in r["violations"]:
             if v["impact"] in FAILING:
                 more = f" and {len(v['targets']) - 6} more" if len(v["targets"]) > 6 else ""
