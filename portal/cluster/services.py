@@ -12,6 +12,7 @@ from portal.core.slurm_work import db_now
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import NodeInPartition, QueuedJob
+from slurm.states import is_pending, is_running
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,9 @@ def cluster_refresh(*, slurm: Slurm) -> tuple[PollStatus, list[QueuedJob] | None
 @transaction.atomic
 def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJob]) -> None:
     """Replace the stored partitions, nodes and queue with what Slurm just said."""
-    jobs = Counter((job.partition, job.state) for job in queue)
+    # Slurm's many running and waiting states (CONFIGURING, COMPLETING, REQUEUED...) counted as such.
+    running = Counter(job.partition for job in queue if is_running(job.state))
+    pending = Counter(job.partition for job in queue if is_pending(job.state))
     by_partition: dict[str, list[NodeInPartition]] = defaultdict(list)
     by_node: dict[str, list[NodeInPartition]] = defaultdict(list)
     for row in nodes:
@@ -64,8 +67,8 @@ def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJo
             "node_count": len(rows),
             "cpus_total": sum(row.cpus_total for row in rows),
             "cpus_allocated": sum(row.cpus_allocated for row in rows),
-            "running_jobs": jobs[name, "RUNNING"],
-            "pending_jobs": jobs[name, "PENDING"],
+            "running_jobs": running[name],
+            "pending_jobs": pending[name],
         })
         totals: dict[str, PartitionGpu] = {}
         for row in rows:

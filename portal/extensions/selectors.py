@@ -9,6 +9,7 @@ from portal.cluster.models import SlurmJob
 from portal.extensions.models import ExtensionRequest
 from portal.jobs.models import Job, JobState
 from portal.servers.models import NotebookServer
+from slurm.states import RUNNING as SLURM_RUNNING
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def session_target(*, user: User, name: str, lock: bool = False) -> Target | Non
         return None
     # Started: as the spawner reported it, or as the last poll saw it, whichever came first.
     running = bool(server.job_id) and (server.started_at is not None or SlurmJob.objects.filter(
-        job_id=server.job_id, state="RUNNING").exists())
+        job_id=server.job_id, state__in=SLURM_RUNNING).exists())
     return Target(kind=ExtensionRequest.Target.SESSION, name=server.name, slurm_job_id=server.job_id,
                   partition=server.partition, limit_minutes=round(server.hours * 60), running=running,
                   server=server)

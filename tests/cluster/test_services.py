@@ -63,13 +63,15 @@ class FakeSlurm:
 def test_poll_stores_partitions_gpus_and_job_counts():
     fake = FakeSlurm(
         nodes_result=[_node("gpu", default=True), _node("debug")],
-        queue_result=[_job("gpu", "RUNNING"), _job("gpu", "PENDING"), _job("gpu", "PENDING")],
+        # Slurm's other running and waiting states count as such; an ended job as neither.
+        queue_result=[_job("gpu", "RUNNING"), _job("gpu", "CONFIGURING"), _job("gpu", "PENDING"),
+                      _job("gpu", "REQUEUED"), _job("gpu", "COMPLETED")],
     )
     status = slurm_poll(slurm=fake)
     assert fake.calls == ["sinfo", "squeue", "squeue --start", "sprio", "sshare"]
     assert status.error == "" and status.refreshed_at is not None
     gpu = Partition.objects.get(name="gpu")
-    assert gpu.is_default and (gpu.running_jobs, gpu.pending_jobs) == (1, 2)
+    assert gpu.is_default and (gpu.running_jobs, gpu.pending_jobs) == (2, 2)
     (gpus,) = gpu.gpus.all()
     assert (gpus.total, gpus.allocated, gpus.free) == (4, 1, 3)
 
