@@ -43,9 +43,7 @@ class Freshness:
 
 
 def sessions_freshness() -> Freshness:
-    status = PollStatus.objects.filter(pk=1).first()  # None: nothing has been asked yet
-    if status is None:
-        return Freshness(as_of=None, stale_reason="the hub and Slurm have not been asked yet")
+    status = PollStatus.get()
     down = [name for name, error in (("the hub", status.hub_error), ("Slurm", status.error)) if error]
     looks = (status.hub_refreshed_at, status.refreshed_at)
     as_of = None if None in looks else min(looks)

@@ -52,9 +52,9 @@ def sessions(user):
     NotebookServerFactory(user=user, name="new", hub_accepted_at=None)
     NotebookServerFactory(user=user, name="going", stop_requested_at=now)
     NotebookServerFactory(user=user, name="done", ended_at=now, end_reason=NotebookServer.EndReason.STOPPED)
-    PollStatus.objects.create(pk=1, refreshed_at=now - timedelta(minutes=1), error="",
-                              hub_refreshed_at=now - timedelta(minutes=3),
-                              hub_error="JupyterHub did not answer")
+    PollStatus.objects.update_or_create(pk=1, defaults={  # the row a migration creates
+        "refreshed_at": now - timedelta(minutes=1), "error": "",
+        "hub_refreshed_at": now - timedelta(minutes=3), "hub_error": "JupyterHub did not answer"})
 
 
 def test_gets_never_call_the_hub_or_slurm_and_never_write(client, token_client, user, sessions,
@@ -118,7 +118,8 @@ def test_the_page_says_since_when_and_why(client, user, sessions, nothing_outsid
 def test_why_states_may_be_stale(token_client, user, status, reason, nothing_outside):
     NotebookServerFactory(user=user, name="lab")
     now = timezone.now()
-    PollStatus.objects.create(pk=1, **{"refreshed_at": now, "hub_refreshed_at": now, **status})
+    PollStatus.objects.update_or_create(pk=1,
+                                        defaults={"refreshed_at": now, "hub_refreshed_at": now, **status})
     [card] = token_client.get("/api/v1/sessions/").json()
     assert (card["stale"], card["stale_reason"]) == (bool(reason), reason)
 
@@ -126,8 +127,9 @@ def test_why_states_may_be_stale(token_client, user, status, reason, nothing_out
 def test_before_any_poll_states_are_stale_and_nothing_is_created(token_client, user, nothing_outside):
     NotebookServerFactory(user=user, name="lab")
     [card] = token_client.get("/api/v1/sessions/").json()
-    assert (card["stale"], card["as_of"]) == (True, None)
-    assert not PollStatus.objects.exists()
+    assert (card["stale"], card["as_of"], card["stale_reason"]) == (
+        True, None, "the hub and Slurm have not been asked yet")
+    assert list(PollStatus.objects.values_list("refreshed_at", "hub_refreshed_at")) in ([], [(None, None)])
 
 
 # --- the poll cycle does what GETs used to ---
