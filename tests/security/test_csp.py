@@ -62,7 +62,7 @@ def test_a_chart_a_form_the_api_docs_and_the_admin_render_without_violations(pag
     page.fill("#id_username", "ada")  # an admin: the admin site is a page too
     page.fill("#id_password", "ada-pw")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/cluster/")
+    page.wait_for_url(f"{live_server.url}/")  # home: its live part (live.js, parts.js)
     page.goto(f"{live_server.url}/benchmarks/charts/?kind=scaling&model=resnet50&precision=fp32")
     page.wait_for_selector("figure[data-rendered=true]")
     assert page.locator("#chart canvas, #chart svg").count() >= 1
