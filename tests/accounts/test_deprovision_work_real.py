@@ -100,8 +100,8 @@ def test_a_user_who_left_has_all_their_work_ended_within_one_cycle(
     wait_until_gone([work["stray"]], "bob's untracked portal job, which the poll cycle cancels")
     in_slurm = Job.objects.get(pk=work["in_slurm"].pk)
     deadline = time.monotonic() + SLURM_PATIENCE
-    # Accounting may lag a cancel; the next cycles ask again.
-    while in_slurm.state == JobState.PENDING and time.monotonic() < deadline:
+    # Accounting may lag a cancel (the job may have started meanwhile); the next cycles ask again.
+    while in_slurm.state in (JobState.PENDING, JobState.RUNNING) and time.monotonic() < deadline:
         time.sleep(1)
         slurm_poll(slurm=slurm)
         in_slurm.refresh_from_db()

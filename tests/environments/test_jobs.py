@@ -36,9 +36,10 @@ def test_every_template_has_the_environment_parameter():
         parameter = template.parameter("environment")
         assert parameter is not None and parameter.default == template.environment, template.slug
         assert template.json_schema()["properties"]["environment"]["type"] == "string"
-    # The training templates run in the PyTorch environment unless the user picks another (#21).
+    # The training templates, and inference of what they trained (#39), run in the PyTorch environment
+    # unless the user picks another (#21).
     assert {slug for slug, t in catalog().templates.items() if t.environment == "pytorch"} == {
-        "pytorch-train", "pytorch-multinode"}
+        "pytorch-train", "pytorch-multinode", "inference-benchmark"}
 
 
 @pytest.mark.django_db
