@@ -395,7 +395,14 @@ def test_a_jupyterlab_tile_runs_behind_its_socket(workdir, tile):
     try:
         answer = _wait_socket_answers("alice", path, timeout=90)
         expected = {"tensorboard": "TensorBoard", "vscode": "code-server"}[tile]
-        page = _run_as("alice", "curl", "-s", "-L", "-m", "10", "--unix-socket", str(path), "http://localhost/")
+        # code-server's socket answers "Cannot GET /" for a moment before its routes are up.
+        deadline = time.monotonic() + 30
+        while True:
+            page = _run_as("alice", "curl", "-s", "-L", "-m", "10", "--unix-socket", str(path),
+                           "http://localhost/")
+            if expected.lower() in (answer + page.stdout).lower() or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert expected.lower() in (answer + page.stdout).lower()
         bob = _run_as("bob", "curl", "-s", "-m", "5", "--unix-socket", str(path), "http://localhost/")
         assert bob.returncode == 7 and bob.stdout == ""
