@@ -7,6 +7,7 @@ from portal.audit import api as audit_api
 from portal.benchmarks.api_urls import urlpatterns as benchmarks_urlpatterns
 from portal.cluster import api as cluster_api
 from portal.containers import api as containers_api
+from portal.efficiency.api_urls import urlpatterns as efficiency_urlpatterns
 from portal.environments import api as environments_api
 from portal.extensions import api as extensions_api
 from portal.gpus import api as gpus_api
@@ -72,4 +73,5 @@ urlpatterns = [
     path("reports/", reports_api.ReportApi.as_view(), name="reports"),
     path("activity/", audit_api.ActivityApi.as_view(), name="activity"),
     *benchmarks_urlpatterns,
+    *efficiency_urlpatterns,
 ]

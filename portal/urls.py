@@ -58,6 +58,7 @@ urlpatterns = [
     path("projects/", include("portal.projects.urls")),
     path("idle-gpus/", include("portal.gpus.idle_urls")),
     path("tracking/", include("portal.tracking.page_urls")),
+    path("usage/efficiency/", include("portal.efficiency.urls")),
     path("", include("portal.benchmarks.urls")),
     path("oauth/", include("portal.accounts.oauth_urls")),
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "portal.waits",
     "portal.projects",
     "portal.home",
+    "portal.efficiency",
     "pgtrigger",
     "pghistory",
     "portal.audit",

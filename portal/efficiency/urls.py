@@ -1,0 +1,6 @@
+"""Pages: /usage/efficiency/ (reports)."""
+
+
+app_name = "efficiency"
+
+urlpatterns: list = []
