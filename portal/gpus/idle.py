@@ -105,7 +105,7 @@ def idle_figures(*, look: IdleLook, rules: IdleRules, gpus: int, now: datetime) 
             "idle_minutes": None if idle_minutes is None else round(idle_minutes, 2),
             "util_max": look.util_max, "util_percent": rules.util_percent,
             "window_minutes": round(rules.window / timedelta(minutes=1), 3),
-            "grace_minutes": round(rules.grace / timedelta(minutes=1), 3)}
+            "grace_minutes": round(rules.grace / timedelta(minutes=1), 3), "cancel_jobs": rules.cancel_jobs}
 
 
 @dataclass
@@ -170,9 +170,9 @@ def _follow_one(*, owner: dict[str, Any], started: datetime, gpus: int, rules: I
             event = _event(IdleEvent.Kind(nxt), work, kind, gpus, look, figures, now)
             if nxt == State.WARNED:
                 report.warned += 1
-                _warning_mail_dispatch(event)
             else:
                 report.flagged += 1
+            _warning_mail_dispatch(event)
     elif nxt == State.OK:
         if claimed.update(state=nxt, warned_at=None):
             _event(IdleEvent.Kind.CLEARED, work, kind, gpus, look, figures, now)

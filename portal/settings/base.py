@@ -475,7 +475,7 @@ IDLE_GPUS_ENABLED = env.bool("IDLE_GPUS_ENABLED", default=True)
 IDLE_GPUS_UTIL_PERCENT = env.float("IDLE_GPUS_UTIL_PERCENT", default=5.0)
 IDLE_GPUS_WINDOW_MINUTES = env.float("IDLE_GPUS_WINDOW_MINUTES", default=30.0)
 IDLE_GPUS_GRACE_MINUTES = env.float("IDLE_GPUS_GRACE_MINUTES", default=15.0)
-IDLE_GPUS_EMAIL = env.bool("IDLE_GPUS_EMAIL", default=False)  # also mail the warning to its owner
+IDLE_GPUS_EMAIL = env.bool("IDLE_GPUS_EMAIL", default=False)  # also mail a warning or a job flag to its owner
 
 # --- Prometheus metrics (portal.metrics, GET /metrics; docs/admin/metrics.md) ---
 # GPU gauges are computed at scrape time over this many minutes of the samplers' 1-minute points.
@@ -557,3 +557,7 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["ExtensionStateEnum"] = \
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["AppStateEnum"] = "portal.webapps.models.AppState"
 # Sessions or jobs: the kinds of presets and the targets of extensions.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["LaunchKindEnum"] = "portal.launches.models.Preset.Kind"
+# The composer's and the session form's suggestion: the user's newest this many runs of a template or profile.
+EFFICIENCY_SUGGEST_RUNS = env.int("EFFICIENCY_SUGGEST_RUNS", default=10)
+# Fewer runs than this make no suggestion: one odd run is no guide.
+EFFICIENCY_SUGGEST_MIN_RUNS = env.int("EFFICIENCY_SUGGEST_MIN_RUNS", default=3)

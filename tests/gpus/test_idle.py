@@ -254,6 +254,31 @@ def test_with_idle_gpus_email_on_the_warning_is_mailed(hub, short, settings,  # 
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("cancel", [False, True])
+def test_with_idle_gpus_email_on_a_flagged_batch_job_is_mailed(hub, short, settings, cancel,  # noqa: F811
+                                                               django_capture_on_commit_callbacks):
+    """#35: a running job whose GPUs sit idle for its partition's window is mailed, saying whether
+    the partition's policy cancels it (the Job Defense Shield's warning, from the one idle policy)."""
+    settings.IDLE_GPUS_EMAIL = True
+    if cancel:
+        IdlePolicy.objects.create(partition="gpu", cancel_jobs=True)
+    now = timezone.now()
+    job = JobFactory(user=UserFactory(username="alice"), state=JobState.RUNNING, name="train",
+                     submitted_at=now - timedelta(hours=1), started_at=now - timedelta(hours=1),
+                     gpus_per_node=2, slurm_job_id="4242")
+    for minutes_ago in range(40, -1, -1):
+        at = now - timedelta(minutes=minutes_ago)
+        samples = [GpuSample(t=at.timestamp(), gpu=gpu, util=0.0) for gpu in (0, 1)]
+        gpu_samples_record(job_id=job.pk, samples=samples, now=at)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert idle_gpus_follow().flagged == 1
+    (sent,) = mail.outbox
+    assert sent.to == ["alice@gpuportal.test"] and sent.subject == "[gpuportal] Idle GPUs: job 4242 (train)"
+    assert "The 2 GPUs of your batch job 4242 (train) have been idle for" in sent.body
+    assert ("will be cancelled in" in sent.body) is cancel and f"/jobs/{job.pk}/" in sent.body
+
+
+@pytest.mark.django_db
 def test_a_django_group_policy_applies(hub, short):  # noqa: F811
     alice = UserFactory(username="alice")
     alice.groups.add(Group.objects.create(name="long-idle"))
