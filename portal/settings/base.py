@@ -462,6 +462,16 @@ GPU_SAMPLES_PER_REPORT = env.int("GPU_SAMPLES_PER_REPORT", default=1000)  # more
 GPU_POINTS_PER_JOB = env.int("GPU_POINTS_PER_JOB", default=2000)  # 1-minute points; the oldest go
 GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # late samples of an ended job
 
+# --- Efficiency advice (portal.efficiency.advice): what an ended job or session should ask for next ---
+# CPU advice when the cores were busy less than this share (%) of the run, on average.
+EFFICIENCY_CPU_ADVICE_PERCENT = env.float("EFFICIENCY_CPU_ADVICE_PERCENT", default=50.0)
+# Memory advice when the peak stayed under this share (%) of the memory asked for.
+EFFICIENCY_MEMORY_ADVICE_PERCENT = env.float("EFFICIENCY_MEMORY_ADVICE_PERCENT", default=50.0)
+# Time advice when the run used less than this share (%) of its time limit.
+EFFICIENCY_TIME_ADVICE_PERCENT = env.float("EFFICIENCY_TIME_ADVICE_PERCENT", default=50.0)
+# A run shorter than this (minutes) gets no memory or time advice: too short to judge.
+EFFICIENCY_SHORT_RUN_MINUTES = env.float("EFFICIENCY_SHORT_RUN_MINUTES", default=5.0)
+
 # --- Experiment tracking (portal.tracking, MLflow's REST API at /api/2.0/mlflow/; docs/tracking.md) ---
 # Where each new experiment's artifacts go ({home}, {username}): the MLflow client writes them there
 # itself, as the user, so it must be a folder of theirs.
