@@ -187,6 +187,15 @@ class Slurm:
                 "--format", ",".join(parsing.GPU_USAGE_FIELDS)]
         return parsing.parse_sacct_gpu_usage(self.runner.run("sacct", args), delimiter)
 
+    def efficiency(self, job_ids: Sequence[str]) -> parsing.Parsed[parsing.JobEfficiency]:
+        """seff's figures of the given ended jobs: one `sacct` per ACCOUNTING_CHUNK jobs, with the
+        steps (no --allocations), whose MaxRSS is the only record of the memory a job used."""
+        delimiter = parsing.new_delimiter()
+        args = ["--noheader", "--parsable", f"--delimiter={delimiter}",
+                "--format", ",".join(parsing.EFFICIENCY_FIELDS)]
+        return accounting_by_id(job_ids, lambda chunk: parsing.parse_sacct_efficiency(
+            self.runner.run("sacct", [*args, "--jobs", ",".join(chunk)]), delimiter))
+
     # --- Projects: Slurm accounts with a GPU-minutes budget (GrpTRESMins), as the Slurm Operator ---
 
     def gpu_budgets(self, *, accounts: Sequence[str]) -> parsing.Parsed[parsing.GpuBudget]:

@@ -551,6 +551,136 @@ def parse_sacct_gpu_usage(output: str, delimiter: str) -> Parsed[StepGpuUsage]:
     return _parse(output, delimiter, len(GPU_USAGE_FIELDS), _step_gpu_usage, "sacct")
 
 
+
+# --- Efficiency (seff's figures): every row of each job, its allocation and its steps, in one sacct ---
+EFFICIENCY_FIELDS = ["JobID", "State", "AllocCPUS", "TotalCPU", "ElapsedRaw", "TimelimitRaw", "MaxRSS",
+                     "ReqMem", "AllocTRES", "NNodes"]
+_CPU_TIME = re.compile(r"(?:(?P<days>\d+)-)?(?:(?P<hours>\d+):)?(?P<minutes>\d+):(?P<seconds>\d+(?:\.\d+)?)",
+                       re.ASCII)
+_SIZE = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)", re.ASCII)
+# ReqMem: megabytes without a unit; before Slurm 21.08 'c' (per CPU) or 'n' (per node) after it.
+_REQ_MEM = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)(?P<per>[cn]?)", re.ASCII)
+_TRES_MEM = re.compile(r"(?:^|,)mem=(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)(?=,|$)", re.ASCII)
+# ReqMem and AllocTRES' mem= are MiB without a unit.
+_MEM_MIB_PER_UNIT = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
+
+
+@dataclass(frozen=True)
+class JobEfficiency:
+    """One job as seff reads it: its allocation row, and the peak memory of its steps. None where
+    Slurm has no figure (unknown, never 0)."""
+
+    job_id: str
+    state: str
+    cpus: int  # AllocCPUS, all nodes
+    cpu_seconds: float | None  # TotalCPU of the allocation row: every step's user + system time
+    elapsed_seconds: int
+    time_limit_seconds: int | None  # None: no limit
+    mem_peak_mb: float | None  # the largest MaxRSS of its steps
+    mem_requested_mb: float | None  # the whole job's
+    gpus: int
+    nodes: int
+
+
+@dataclass(frozen=True)
+class _EfficiencyRow:
+    job_id: str
+    step: str  # '' for the allocation row
+    state: str
+    cpus: int
+    cpu_seconds: float | None
+    elapsed_seconds: int
+    time_limit_seconds: int | None
+    max_rss_mb: float | None
+    req_mem: str
+    tres: str
+    nodes: int
+
+
+def parse_cpu_time(text: str) -> float | None:
+    """TotalCPU's [DD-[HH:]]MM:SS[.mmm] -> seconds; '' -> None."""
+    if not text:
+        return None
+    match = _CPU_TIME.fullmatch(text)
+    if not match:
+        raise ValueError(f"not a CPU time: {text!r}")
+    return (int(match["days"] or 0) * 86400 + int(match["hours"] or 0) * 3600 + int(match["minutes"]) * 60
+            + float(match["seconds"]))
+
+
+def parse_size_mb(text: str) -> float | None:
+    """MaxRSS ('204800K', '1.5G'; bytes without a unit) -> MiB; '' -> None."""
+    if not text:
+        return None
+    match = _SIZE.fullmatch(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return float(match["value"]) * _MIB_PER_UNIT[match["unit"]]
+
+
+def _time_limit_seconds(text: str) -> int | None:
+    """TimelimitRaw, in minutes; no limit -> None."""
+    if text.lower() in {"", "unlimited", "partition_limit", "infinite"}:
+        return None
+    return _count(text) * 60
+
+
+def _efficiency_row(values: list[str]) -> _EfficiencyRow:
+    job_id, state, cpus, total_cpu, elapsed, time_limit, max_rss, req_mem, tres, nodes = values
+    job, _, step = job_id.partition(".")
+    if not job:
+        raise ValueError("no job id")
+    return _EfficiencyRow(
+        job_id=job, step=step, state=state, cpus=_count(cpus), cpu_seconds=parse_cpu_time(total_cpu),
+        elapsed_seconds=_count(elapsed), time_limit_seconds=_time_limit_seconds(time_limit),
+        max_rss_mb=parse_size_mb(max_rss), req_mem=req_mem, tres=tres, nodes=_count(nodes) if nodes else 1,
+    )
+
+
+def requested_mb(req_mem: str, *, cpus: int, nodes: int, tres: str) -> float | None:
+    """The whole job's memory: ReqMem per node (or per CPU with the old 'c'), times the nodes (or
+    CPUs). A ReqMem this cannot read (22.05 prints '16?' for --mem-per-cpu) falls back to AllocTRES'
+    mem=, which is the whole job's allocation; neither: None."""
+    match = _REQ_MEM.fullmatch(req_mem)
+    if match and float(match["value"]) > 0:
+        per_node = float(match["value"]) * _MEM_MIB_PER_UNIT[match["unit"]]
+        return per_node * (cpus if match["per"] == "c" else nodes)
+    if found := _TRES_MEM.search(tres):
+        return float(found["value"]) * _MEM_MIB_PER_UNIT[found["unit"]] or None
+    return None
+
+
+def _job_efficiency(allocation: _EfficiencyRow, rows: list[_EfficiencyRow]) -> JobEfficiency:
+    peaks = [row.max_rss_mb for row in rows if row.max_rss_mb is not None]
+    return JobEfficiency(
+        job_id=allocation.job_id, state=allocation.state, cpus=allocation.cpus,
+        cpu_seconds=allocation.cpu_seconds, elapsed_seconds=allocation.elapsed_seconds,
+        time_limit_seconds=allocation.time_limit_seconds, mem_peak_mb=max(peaks) if peaks else None,
+        mem_requested_mb=requested_mb(allocation.req_mem, cpus=allocation.cpus, nodes=allocation.nodes,
+                                      tres=allocation.tres),
+        gpus=parse_tres_gpus(allocation.tres), nodes=allocation.nodes,
+    )
+
+
+def parse_sacct_efficiency(output: str, delimiter: str) -> Parsed[JobEfficiency]:
+    """Rows of `sacct --parsable --delimiter=<delimiter> --format <EFFICIENCY_FIELDS>` (steps too),
+    one JobEfficiency per job that has its allocation row; steps without one count as malformed."""
+    parsed = _parse(output, delimiter, len(EFFICIENCY_FIELDS), _efficiency_row, "sacct")
+    by_job: dict[str, list[_EfficiencyRow]] = {}
+    for row in parsed.rows:
+        by_job.setdefault(row.job_id, []).append(row)
+    jobs: list[JobEfficiency] = []
+    malformed = parsed.malformed
+    for job_id, rows in by_job.items():
+        allocations = [row for row in rows if not row.step]
+        if len(allocations) != 1:
+            malformed += 1
+            logger.warning("skipped sacct's rows of job %.40r: %d allocation rows", job_id, len(allocations))
+            continue
+        jobs.append(_job_efficiency(allocations[0], rows))
+    return Parsed(rows=jobs, malformed=malformed)
+
+
 # --- Job arrays: squeue and sacct name each task `<array job id>_<task>`, and the tasks not started
 # yet as one row `<array job id>_[<first>-<last>%<cap>]` (or a comma list of ranges).
 _ARRAY_ROW = re.compile(r"^(?P<array>[0-9]+)_(?:(?P<task>[0-9]+)|\[(?P<spec>[0-9,\-]+)(?:%[0-9]+)?\])$")
