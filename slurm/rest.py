@@ -163,6 +163,14 @@ class SlurmRest(Slurm):
         rows = [row for row in latest.values() if not users or row.user in users]
         return parsing.Parsed(rows=self._exit_codes_filled(rows), malformed=parsed.malformed)
 
+    def efficiency(self, job_ids: Sequence[str]) -> parsing.Parsed[parsing.JobEfficiency]:
+        """GET slurmdb jobs with their steps: the figures `Slurm.efficiency` reads from sacct."""
+        def read(chunk: list[str]) -> parsing.Parsed[parsing.JobEfficiency]:
+            answer = self._call("GET", f"{DB_API}/jobs", user=self.operator, query={"step": ",".join(chunk)})
+            return _rows(answer.get("jobs") or [], job_efficiency, "slurmdb jobs")
+
+        return accounting_by_id(job_ids, read)
+
     def _exit_codes_filled(self, rows: list[parsing.AccountedJob]) -> list[parsing.AccountedJob]:
         """slurmdb v0.0.38 loses the exit code of a job that ended but did not complete (_exit_code):
         slurmctld's own record has it (a wait status) for as long as it keeps the job (MinJobAge), so
@@ -477,6 +485,56 @@ def accounted_job(job: Mapping[str, Any]) -> parsing.AccountedJob:
         gpus=parsing.parse_tres_gpus(_tres_text((job.get("tres") or {}).get("allocated"))),
         reason="" if reason == "None" else reason, comment=_text((job.get("comment") or {}).get("job")),
         submit_line="", partition=_text(job.get("partition")), user=_text(job.get("user")),
+    )
+
+
+# slurmdb's required.memory has this bit set when it is per CPU (MEM_PER_CPU), else it is per node.
+_MEM_PER_CPU = 1 << 63
+
+
+def _cpu_seconds(value: Any) -> float:
+    """slurmdb's {seconds, microseconds} (the microseconds may exceed a second)."""
+    value = value or {}
+    return _count(value.get("seconds")) + _count(value.get("microseconds")) / 1e6
+
+
+def _tres_mem_bytes(items: Any) -> int | None:
+    counts = [_count(item.get("count")) for item in items or [] if item.get("type") == "mem"]
+    return max(counts) if counts else None
+
+
+def job_efficiency(job: Mapping[str, Any]) -> parsing.JobEfficiency:
+    """One job of GET /slurmdb/v0.0.38/jobs (with steps) as parsing.parse_sacct_efficiency makes it
+    from sacct. As sacct does for the allocation row, TotalCPU is the sum of the steps' (v0.0.38
+    leaves the job's own at 0); a step's peak RSS is its tres.requested.max mem (TRESUsageInMax,
+    bytes)."""
+    times = job.get("time") or {}
+    array = job.get("array") or {}
+    job_id = str(_count(job["job_id"]))
+    if array.get("task_id") not in (None, _NO_VAL32) and array.get("job_id"):
+        job_id = f"{_count(array['job_id'])}_{_count(array['task_id'])}"
+    steps = [step for step in job.get("steps") or [] if isinstance(step, dict)]
+    tres = _tres_text((job.get("tres") or {}).get("allocated"))
+    cpus_match = _TRES_CPUS.search(tres)
+    cpus = int(cpus_match[1]) if cpus_match else _count((job.get("required") or {}).get("CPUs"))
+    nodes = _count(job.get("allocation_nodes")) or 1
+    memory = _count((job.get("required") or {}).get("memory"))
+    if memory & _MEM_PER_CPU:
+        requested: float | None = (memory & ~_MEM_PER_CPU) * cpus or None
+    else:
+        requested = memory * nodes or parsing.requested_mb("", cpus=cpus, nodes=nodes, tres=tres)
+    peaks = [peak for step in steps
+             if (peak := _tres_mem_bytes(((step.get("tres") or {}).get("requested") or {}).get("max")))
+             is not None]
+    limit = _minutes(times.get("limit"))
+    return parsing.JobEfficiency(
+        job_id=job_id, state=_text((job.get("state") or {}).get("current")), cpus=cpus,
+        cpu_seconds=sum(_cpu_seconds((step.get("time") or {}).get("total")) for step in steps) if steps
+        else _cpu_seconds(times.get("total")),
+        elapsed_seconds=_count(times.get("elapsed")),
+        time_limit_seconds=None if limit is None else int(limit.total_seconds()),
+        mem_peak_mb=max(peaks) / 1024**2 if peaks else None, mem_requested_mb=requested,
+        gpus=parsing.parse_tres_gpus(tres), nodes=nodes,
     )
 
 
