@@ -1,6 +1,6 @@
 """Django authentication backend over the LDAP adapter."""
 
-from django.contrib.auth.backends import BaseBackend
+from django.contrib.auth.backends import ModelBackend
 from django.http import HttpRequest
 
 from portal.accounts import ldap
@@ -8,8 +8,10 @@ from portal.accounts.models import User
 from portal.accounts.services import user_sync_from_directory
 
 
-class LdapBackend(BaseBackend):
-    """Binds as the user; raises DirectoryUnavailable and NotAPortalUser so callers can say why."""
+class LdapBackend(ModelBackend):
+    """Binds as the user; raises DirectoryUnavailable and NotAPortalUser so callers can say why.
+    Permissions are ModelBackend's, from the user's Django groups (admins: portal.accounts.staff);
+    passwords are never checked here, only by the directory."""
 
     def authenticate(
         self, request: HttpRequest | None, username: str | None = None,

@@ -14,6 +14,7 @@ from portal.accounts import ldap
 from portal.accounts.ldap import DirectoryUser
 from portal.accounts.models import ApiToken, User
 from portal.accounts.oauth import oauth_tokens_revoke
+from portal.accounts.staff import STAFF_GROUP, staff_group
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +55,14 @@ def _user_update(directory_user: DirectoryUser) -> User:
             "ldap_groups": sorted(directory_user.groups),
             "is_active": True,
             "is_staff": is_admin,
-            "is_superuser": is_admin,
+            "is_superuser": False,  # admins hold the named permission set (portal.accounts.staff)
         },
     )
+    staff_groups = user.groups.filter(name=STAFF_GROUP)
+    if is_admin and not staff_groups.exists():
+        user.groups.add(staff_group())
+    elif not is_admin and staff_groups.exists():
+        user.groups.remove(*staff_groups)
     if user.has_usable_password():
         # The directory is the only source of passwords.
         user.set_unusable_password()
@@ -101,8 +107,11 @@ def directory_sync() -> list[str]:
         return []
     for user in gone:
         user_deprovision(user=user)
-    promoted = directory_users.filter(username__in=admins).exclude(is_staff=True)
-    promoted.update(is_staff=True, is_superuser=True)
+    staff = staff_group()
+    staff.user_set.add(*directory_users.filter(username__in=admins).exclude(groups=staff))
+    staff.user_set.remove(*directory_users.exclude(username__in=admins).filter(groups=staff))
+    directory_users.filter(username__in=admins).exclude(is_staff=True, is_superuser=False).update(
+        is_staff=True, is_superuser=False)
     demoted = directory_users.exclude(username__in=admins).filter(Q(is_staff=True) | Q(is_superuser=True))
     demoted.update(is_staff=False, is_superuser=False)
     return [user.username for user in gone]
