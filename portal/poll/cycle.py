@@ -16,6 +16,7 @@ from portal.containers.pulls import pulls_apply_accounting, pulls_apply_queue
 from portal.core.locks import advisory_lock
 from portal.core.slurm_work import Unsettled, work_apply_accounting, work_apply_queue
 from portal.core.versions import cluster_changed
+from portal.efficiency.services import efficiency_record
 from portal.gpus.idle import IdleReport, idle_gpus_follow
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
 from portal.policy.services import policy_publish
@@ -57,6 +58,7 @@ class CycleReport:
     projects: int = 0  # projects whose GPU-hour usage this cycle read
     inactive: InactiveWorkReport | None = None  # the work of deprovisioned users it ended
     idle: IdleReport | None = None  # sessions warned or stopped, jobs flagged, for idle GPUs
+    efficiency_recorded: int = 0  # ended jobs and sessions whose efficiency record this cycle wrote
 
 
 def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
@@ -85,6 +87,7 @@ def _cycle(slurm: Slurm) -> CycleReport:
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
     apps_follow(slurm=slurm)  # an app that answered is ready as soon as the snapshot names its node
     report.status = status
+    report.efficiency_recorded = _efficiency_record(slurm, now=status.checked_at)
     report.inactive = inactive
     # A session stopped while its scancel failed (the hub forgets it all the same): its job, by id.
     report.servers_orphans_cancelled = servers_orphans_cancel(queue=queue, ended_before=status.checked_at,
@@ -126,6 +129,16 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     work_apply_accounting(unsettled=apps, rows=rows, slurm=slurm)
     pulls_apply_accounting(unsettled=pulls, rows=rows, slurm=slurm)
     return report
+
+
+def _efficiency_record(slurm: Slurm, *, now: datetime) -> int:
+    """After the queue is followed, so work that ended this cycle is due; one more `sacct` (steps
+    too) for every ended job and session without a record."""
+    try:
+        return efficiency_record(slurm=slurm, now=now)
+    except SlurmError as error:
+        logger.warning("efficiency figures left for the next cycle: %s", error.message)
+        return 0
 
 
 def _accounting(slurm: Slurm, unsettled: JobsUnsettled, servers_left: list[NotebookServer],

@@ -462,6 +462,11 @@ GPU_SAMPLES_PER_REPORT = env.int("GPU_SAMPLES_PER_REPORT", default=1000)  # more
 GPU_POINTS_PER_JOB = env.int("GPU_POINTS_PER_JOB", default=2000)  # 1-minute points; the oldest go
 GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # late samples of an ended job
 
+# --- Efficiency records (portal.efficiency.services): one sacct per poll cycle for all ended work ---
+EFFICIENCY_LOOKBACK_HOURS = env.float("EFFICIENCY_LOOKBACK_HOURS", default=48.0)  # work ended before: none
+EFFICIENCY_PER_CYCLE = env.int("EFFICIENCY_PER_CYCLE", default=2000)  # records per cycle, the oldest first
+EFFICIENCY_GPU_BUSY_PERCENT = env.float("EFFICIENCY_GPU_BUSY_PERCENT", default=10.0)  # a GPU's mean: busy
+
 # --- Efficiency advice (portal.efficiency.advice): what an ended job or session should ask for next ---
 # CPU advice when the cores were busy less than this share (%) of the run, on average.
 EFFICIENCY_CPU_ADVICE_PERCENT = env.float("EFFICIENCY_CPU_ADVICE_PERCENT", default=50.0)
