@@ -125,6 +125,18 @@ def _elsewhere(world: World) -> str:
     return run_id
 
 
+def _efficiency(world: World, session: bool = False) -> object:
+    """The efficiency record of the owner's job, or of their session once it ended."""
+    from portal.efficiency.models import Efficiency
+    from tests.efficiency.records import efficiency_record
+
+    if session:
+        type(world.server).objects.filter(pk=world.server.pk).update(ended_at=world.server.created_at)
+        found = Efficiency.objects.filter(session=world.server).first()
+        return found or efficiency_record(session=world.server)
+    return Efficiency.objects.filter(job=world.job).first() or efficiency_record(job=world.job)
+
+
 def _tracked(world: World) -> dict:
     """The owner's experiment and run (MLflow's tracking API, portal.tracking), with a metric and a
     tag: {"experiment_id", "run_id"}."""
@@ -258,6 +270,12 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/jobs/<id:job_id>/gpu/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/gpu/", A, API_MINE)],
     "api/v1/sessions/<slug:name>/gpu/": [Row("GET", lambda w: f"/api/v1/sessions/{w.server.name}/gpu/", A,
                                              API_MINE)],
+    "api/v1/jobs/<str:job_id>/efficiency/": [
+        Row("GET", lambda w: f"/api/v1/jobs/{_efficiency(w).job.pk}/efficiency/", A, API_MINE),
+        Row("GET", lambda w: f"/api/v1/jobs/{_efficiency(w).job.uuid}/efficiency/?by=uuid", A, API_MINE)],
+    "api/v1/sessions/<slug:name>/efficiency/": [Row(
+        "GET", lambda w: f"/api/v1/sessions/{_efficiency(w, session=True).session.name}/efficiency/", A,
+        API_MINE)],
     # The owner's job and session are not running: past authz, refused with 409 (a message on pages);
     # extending is the owner's call, so an admin gets 404 too.
     "api/v1/jobs/<id:job_id>/extend/": [Row("POST", lambda w: f"/api/v1/jobs/{w.job.pk}/extend/", A,

@@ -1,5 +1,12 @@
 """REST endpoints under /api/v1/: a job's and a session's efficiency, a template's suggested
 resources, and the efficiency reports."""
 
+from django.urls import path
 
-urlpatterns: list = []
+from portal.efficiency import api
+
+urlpatterns: list = [
+    # Any of a job's ids, as jobs/<str:job_id>/ (?by=slurm, ?by=uuid).
+    path("jobs/<str:job_id>/efficiency/", api.JobEfficiencyApi.as_view(), name="job-efficiency"),
+    path("sessions/<slug:name>/efficiency/", api.SessionEfficiencyApi.as_view(), name="session-efficiency"),
+]
