@@ -19,6 +19,7 @@ from portal.accounts.models import ApiToken, User
 from portal.containers.models import Image, Pull, RegistryCredential
 from portal.extensions.models import ExtensionRequest
 from portal.jobs.models import Job
+from portal.metrics.models import ScrapeToken
 from portal.policy.models import ResourceProfile
 from portal.projects.models import Project
 from portal.servers.models import NotebookServer
@@ -77,6 +78,9 @@ _track(ExtensionRequest, "ExtensionEvent",
        changes=["state"])
 _track(ResourceProfile, "ProfileEvent", ["name", "title", "partition", "gpus", "hours", "nodes", "groups"],
        changes=["name", "title", "partition", "gpus", "hours", "nodes", "groups"])
+# Who may read /metrics, until when (never the digest).
+_track(ScrapeToken, "ScrapeTokenEvent", ["name", "prefix", "created_by", "expires_at"],
+       changes=["name", "expires_at"])
 # Budgets: what admins set and apply to Slurm; not the usage the poll cycle reads every cycle.
 _track(Project, "ProjectEvent", ["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"],
        changes=["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"])

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max, Sum
+from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
 from portal.benchmarks.services import hostlist_expand
@@ -15,8 +15,9 @@ from portal.metrics.models import ScrapeToken
 
 
 def scrape_token_valid(*, key: str) -> bool:
+    unexpired = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     return bool(key) and len(key) <= 200 and ScrapeToken.objects.filter(
-        digest=ScrapeToken.digest_of(key)).exists()
+        unexpired, digest=ScrapeToken.digest_of(key)).exists()
 
 
 @dataclass

@@ -500,6 +500,8 @@ METRICS_GPU_BUSY_PERCENT = env.float("METRICS_GPU_BUSY_PERCENT", default=5.0)
 # Request and task counters every process adds to (portal.metrics.store): the cache's Redis by default.
 METRICS_REDIS_URL = env("METRICS_REDIS_URL", default=CACHES["default"]["LOCATION"])
 METRICS_KEY_PREFIX = env("METRICS_KEY_PREFIX", default="gpuportal:metrics")
+# A new scrape token expires after this many days unless its creator says otherwise (0: never).
+METRICS_SCRAPE_TOKEN_DAYS = env.int("METRICS_SCRAPE_TOKEN_DAYS", default=365)
 
 # --- Batch jobs (portal.jobs) ---
 # One folder per template (template.toml + script.sh.j2); checked at startup.

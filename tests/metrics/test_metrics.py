@@ -1,6 +1,8 @@
 """GET /metrics: who may read it, the GPU gauges per partition and node (computed from the database),
 the request and task counters every process adds to in Redis."""
 
+from datetime import timedelta
+
 import pytest
 from celery import shared_task
 from django.core.management import call_command
@@ -8,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from portal.core.errors import InvalidInput
 from portal.gpus.models import GpuPoint
 from portal.jobs.models import JobState
 from portal.metrics.models import ScrapeToken
@@ -147,3 +150,28 @@ def test_an_admin_makes_a_token_in_the_admin_site_or_with_the_command(capsys):
     key = capsys.readouterr().out.strip()
     assert Client().get("/metrics", headers={"Authorization": f"Bearer {key}"}).status_code == 200
     assert ScrapeToken.objects.count() == 2
+
+
+def test_a_token_expires_and_its_life_is_in_the_audit_trail(capsys, settings):
+    """#33: scrape tokens can expire (METRICS_SCRAPE_TOKEN_DAYS unless said otherwise), and the audit
+    trail records them, never their key."""
+    from portal.audit.models import ScrapeTokenEvent
+
+    call_command("metrics_scrape_token", "prom", "--days", "0")
+    forever = ScrapeToken.objects.get(name="prom")
+    assert forever.expires_at is None
+    call_command("metrics_scrape_token", "yearly")
+    yearly = ScrapeToken.objects.get(name="yearly")
+    lifetime = yearly.expires_at - timezone.now()
+    assert abs(lifetime - timedelta(days=settings.METRICS_SCRAPE_TOKEN_DAYS)) < timedelta(minutes=1)
+    token, key = scrape_token_create(name="short", expires_at=timezone.now() + timedelta(hours=1))
+    assert Client().get("/metrics", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    ScrapeToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert Client().get("/metrics", headers={"Authorization": f"Bearer {key}"}).status_code == 401
+    pk = token.pk
+    token.delete()
+    events = ScrapeTokenEvent.objects.filter(pgh_obj_id=pk).values_list("pgh_label", flat=True)
+    assert sorted(events) == ["create", "delete", "update"]
+    assert all(key not in str(row) for row in ScrapeTokenEvent.objects.values())
+    with pytest.raises(InvalidInput):
+        scrape_token_create(name="past", expires_at=timezone.now() - timedelta(days=1))
