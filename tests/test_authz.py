@@ -223,6 +223,12 @@ ROWS: dict[str, list[Row]] = {
     "gpus/jobs/<id:job_id>/": [Row("GET", lambda w: f"/gpus/jobs/{w.job.pk}/", P, PAGE_MINE)],
     "usage/gpus.csv": [Row("GET", _fixed("/usage/gpus.csv"), P, PAGE_ANY)],
     "api/v1/usage/gpus/": [Row("GET", _fixed("/api/v1/usage/gpus/"), A, API_ANY)],
+    # Each caller's own figures; admins' everybody's (tests/efficiency/test_reports.py).
+    "usage/efficiency/": [Row("GET", _fixed("/usage/efficiency/"), P, PAGE_ANY)],
+    "usage/efficiency/csv/": [Row("GET", _fixed("/usage/efficiency/csv/"), P, PAGE_ANY)],
+    "api/v1/usage/efficiency/": [Row("GET", _fixed("/api/v1/usage/efficiency/"), A, API_ANY)],
+    "api/v1/usage/efficiency/wasteful/": [Row("GET", _fixed("/api/v1/usage/efficiency/wasteful/"), A,
+                                              {**API_ANY, "owner": 403, "other": 403})],
     # Prometheus: admins' sessions and scrape tokens (tests/metrics); a personal API token is no scrape token.
     "metrics": [Row("GET", _fixed("/metrics"), P, {**PAGE_ADMIN, "anonymous": 401, "revoked": 401,
                                                    "deprovisioned": 401}),

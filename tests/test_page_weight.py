@@ -13,7 +13,8 @@ from tests.factories import UserFactory
 pytestmark = pytest.mark.django_db
 BUDGET = 150 * 1024
 CHART_LIBRARY = re.compile(r"^vendor/vega")
-PAGES = ("/", "/servers/", "/jobs/", "/apps/", "/cluster/", "/usage/", "/benchmarks/", "/accounts/profile/")
+PAGES = ("/", "/servers/", "/jobs/", "/apps/", "/cluster/", "/usage/", "/usage/efficiency/", "/benchmarks/",
+         "/accounts/profile/")
 
 
 def _shipped(html: str) -> list[str]:

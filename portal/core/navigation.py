@@ -43,6 +43,7 @@ GROUPS: tuple[Group, ...] = (
     )),
     Group("Account", (
         Link("Usage and budgets", "benchmarks:usage", "usage-link"),
+        Link("Efficiency", "efficiency:report", "efficiency-link"),
         Link("Activity", "audit:activity", "activity-link"),
         Link("Notifications", "notifications:settings", "notifications-link"),
         Link("Profile and API tokens", "accounts:profile", "profile-link"),

@@ -3,10 +3,13 @@ resources, and the efficiency reports."""
 
 from django.urls import path
 
-from portal.efficiency import api
+from portal.efficiency import api, reports_api
 
 urlpatterns: list = [
     # Any of a job's ids, as jobs/<str:job_id>/ (?by=slurm, ?by=uuid).
     path("jobs/<str:job_id>/efficiency/", api.JobEfficiencyApi.as_view(), name="job-efficiency"),
     path("sessions/<slug:name>/efficiency/", api.SessionEfficiencyApi.as_view(), name="session-efficiency"),
+    path("usage/efficiency/", reports_api.EfficiencyReportApi.as_view(), name="usage-efficiency"),
+    path("usage/efficiency/wasteful/", reports_api.WastefulUsersApi.as_view(),
+         name="usage-efficiency-wasteful"),
 ]

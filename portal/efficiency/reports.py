@@ -1,0 +1,196 @@
+"""Efficiency reports for /usage/efficiency/, its CSV and the API: per user or directory group over a
+period, the CPU-, memory- and GPU-hours the ended jobs and sessions were allocated against what they
+used, and what was wasted. From the efficiency records only (one per ended job or session).
+
+- Period: records whose job or session ended in [since, until); by default the last 4 weeks.
+- CPU-hours: allocated CPUs x elapsed; used: TotalCPU.
+- Memory GB-hours (GB of 1024 MB, Slurm's units): requested x elapsed; used: peak RSS x elapsed, an
+  upper bound (a job holds its peak only for a moment).
+- GPU-hours: GPUs x elapsed; used: x the mean utilisation of every GPU sample / 100.
+- Wasted: allocated - used, over the records whose figure is known only; `*_unknown` counts the
+  others (Slurm or the sampler gave no figure), which are never counted as waste.
+
+One aggregate query (GROUP BY user) per report; groups are rolled up from the users' directory
+groups in Python (a user counts in each of their groups; few users, many records).
+"""
+
+import csv
+import io
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value, Window
+from django.db.models.functions import Cast, Coalesce, RowNumber
+from django.utils import timezone
+
+from portal.accounts.models import User
+from portal.core.csv_cells import csv_cell
+from portal.core.errors import InvalidInput
+from portal.efficiency.models import Efficiency
+
+DEFAULT_SPAN = timedelta(weeks=4)
+MAX_RANGE = timedelta(days=3 * 366)
+WASTEFUL_SPAN = timedelta(days=7)  # "this week": the last 7 days, never a near-empty Monday
+WASTEFUL_USERS = 10
+WORST_PER_USER = 3
+SECONDS_PER_HOUR = 3600
+MB_PER_GB = 1024
+KINDS = ("cpu", "memory", "gpu")
+# Per kind: allocated (every record whose allocation is known), allocated_known and used (the
+# records whose use is known too), wasted, unknown.
+COLUMNS = ("group_by", "name", "jobs", "sessions", *(
+    f"{kind}_{figure}" for kind in KINDS for figure in ("allocated", "used", "wasted", "unknown")))
+
+_SECONDS = Cast("elapsed_seconds", FloatField())  # float before multiplying: int4 x int4 overflows
+_CPU = Cast("cpus", FloatField()) * _SECONDS
+_MEM = F("mem_requested_mb") * _SECONDS
+_MEM_PEAK = F("mem_peak_mb") * _SECONDS
+_GPU = Cast("gpus", FloatField()) * _SECONDS
+_CPU_KNOWN = Q(cpu_seconds__isnull=False)
+_MEM_KNOWN = Q(mem_requested_mb__isnull=False, mem_peak_mb__isnull=False)
+_GPU_KNOWN = Q(gpus__gt=0, gpu_util_percent__isnull=False)
+# In seconds (x MB for memory); hours once divided in Python.
+_SUMS = {
+    "jobs": Count("id", filter=Q(job__isnull=False)),
+    "sessions": Count("id", filter=Q(session__isnull=False)),
+    "cpu_allocated": Sum(_CPU),
+    "cpu_allocated_known": Sum(_CPU, filter=_CPU_KNOWN),
+    "cpu_used": Sum("cpu_seconds"),
+    "cpu_unknown": Count("id", filter=~_CPU_KNOWN),
+    "memory_allocated": Sum(_MEM),
+    "memory_allocated_known": Sum(_MEM, filter=_MEM_KNOWN),
+    "memory_used": Sum(_MEM_PEAK, filter=_MEM_KNOWN),
+    "memory_unknown": Count("id", filter=~_MEM_KNOWN),
+    "gpu_allocated": Sum(_GPU),
+    "gpu_allocated_known": Sum(_GPU, filter=_GPU_KNOWN),
+    "gpu_used": Sum(_GPU * F("gpu_util_percent") / 100, filter=_GPU_KNOWN),
+    "gpu_unknown": Count("id", filter=Q(gpus__gt=0, gpu_util_percent__isnull=True)),
+}
+_HOURS = {"cpu": SECONDS_PER_HOUR, "memory": SECONDS_PER_HOUR * MB_PER_GB, "gpu": SECONDS_PER_HOUR}
+
+
+@dataclass(frozen=True)
+class ReportQuery:
+    group_by: str = "user"  # or "group"
+    since: datetime | None = None
+    until: datetime | None = None
+    username: str | None = None  # admins: one user
+
+
+def report_range(query: ReportQuery, *, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """[since, until): by default the 4 weeks up to now."""
+    until = query.until or now or timezone.now()
+    try:
+        since = query.since or until - DEFAULT_SPAN
+    except OverflowError:  # an `until` in year 1
+        raise InvalidInput({"until": ["Too early: give `since` too, or a later date."]}) from None
+    if since >= until:
+        raise InvalidInput({"since": ["Must be before `until`."]})
+    if until - since > MAX_RANGE:
+        raise InvalidInput({"since": ["At most three years at once."]})
+    return since, until
+
+
+def _visible(user: User, username: str | None) -> QuerySet[Efficiency]:
+    """Users see their own records; admins everybody's, or one user's with `username`."""
+    records = Efficiency.objects.all()
+    if not user.is_staff:
+        return records.filter(user=user)
+    return records.filter(user__username=username) if username else records
+
+
+def _figures(sums: dict[str, Any]) -> dict[str, Any]:
+    """A row's hours from the SQL sums (seconds, MB-seconds): allocated, used, wasted, unknown."""
+    row: dict[str, Any] = {"jobs": sums["jobs"], "sessions": sums["sessions"]}
+    for kind in KINDS:
+        per_hour = _HOURS[kind]
+        used = (sums[f"{kind}_used"] or 0.0) / per_hour
+        row[f"{kind}_allocated"] = round((sums[f"{kind}_allocated"] or 0.0) / per_hour, 3)
+        row[f"{kind}_used"] = round(used, 3)
+        row[f"{kind}_wasted"] = round((sums[f"{kind}_allocated_known"] or 0.0) / per_hour - used, 3)
+        row[f"{kind}_unknown"] = sums[f"{kind}_unknown"]
+    return row
+
+
+def efficiency_report(*, user: User, query: ReportQuery, now: datetime | None = None) -> list[dict[str, Any]]:
+    """One row per user (or directory group: a user counts in each of their groups), by name, over
+    the records that ended in the period."""
+    since, until = report_range(query, now=now)
+    per_user = {
+        row.pop("user_id"): row
+        for row in _visible(user, query.username).filter(ended_at__gte=since, ended_at__lt=until)
+        .values("user_id").annotate(**_SUMS).order_by()
+    }
+    totals: dict[str, dict[str, Any]] = defaultdict(lambda: dict.fromkeys(_SUMS, 0))
+    for owner in User.objects.filter(pk__in=per_user).only("username", "ldap_groups"):
+        names = [owner.username] if query.group_by == "user" else (owner.ldap_groups or ["(no group)"])
+        for name in names:
+            for key, value in per_user[owner.pk].items():
+                totals[name][key] += value or 0
+    return [{"group_by": query.group_by, "name": name, **_figures(sums)}
+            for name, sums in sorted(totals.items())]
+
+
+def efficiency_csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(COLUMNS)
+    writer.writerows([csv_cell(row[key]) for key in COLUMNS] for row in rows)
+    return out.getvalue()
+
+
+@dataclass(frozen=True)
+class WastedRun:
+    """One ended job or session of a wasteful user, its waste in hours."""
+
+    job_id: int | None
+    session_name: str | None
+    name: str
+    ended_at: datetime
+    gpu_wasted: float
+    cpu_wasted: float
+
+
+@dataclass(frozen=True)
+class WastefulUser:
+    username: str
+    gpu_wasted: float
+    cpu_wasted: float
+    worst: list[WastedRun]
+
+
+# Per record, in hours; 0 where the use is unknown (never counted as waste).
+_GPU_WASTED = Coalesce(_GPU * (1 - F("gpu_util_percent") / 100), Value(0.0)) / SECONDS_PER_HOUR
+_CPU_WASTED = Coalesce(_CPU - F("cpu_seconds"), Value(0.0)) / SECONDS_PER_HOUR
+
+
+def wasteful_users(*, now: datetime | None = None) -> list[WastefulUser]:
+    """For admins: the users who wasted most in the last 7 days (GPU-hours first, then CPU-hours),
+    each with their worst jobs or sessions. Two queries, whatever the number of records."""
+    now = now or timezone.now()
+    week = Efficiency.objects.filter(ended_at__gte=now - WASTEFUL_SPAN, ended_at__lt=now)
+    top = list(
+        week.values("user_id", "user__username")
+        .annotate(gpu_wasted=Sum(_GPU_WASTED), cpu_wasted=Sum(_CPU_WASTED))
+        .filter(Q(gpu_wasted__gt=0) | Q(cpu_wasted__gt=0))
+        .order_by("-gpu_wasted", "-cpu_wasted", "user__username")[:WASTEFUL_USERS]
+    )
+    worst: dict[int, list[WastedRun]] = defaultdict(list)
+    ranked = (
+        week.filter(user_id__in=[row["user_id"] for row in top])
+        .annotate(gpu_wasted=_GPU_WASTED, cpu_wasted=_CPU_WASTED, rank=Window(
+            RowNumber(), partition_by=F("user_id"),
+            order_by=[F("gpu_wasted").desc(), F("cpu_wasted").desc(), F("id").desc()]))
+        .filter(rank__lte=WORST_PER_USER)
+        .values("user_id", "job_id", "job__name", "session__name", "ended_at", "gpu_wasted", "cpu_wasted")
+        .order_by("user_id", "rank")
+    )
+    for run in ranked:
+        worst[run["user_id"]].append(WastedRun(
+            job_id=run["job_id"], session_name=run["session__name"],
+            name=run["job__name"] if run["job_id"] else run["session__name"], ended_at=run["ended_at"],
+            gpu_wasted=round(run["gpu_wasted"], 3), cpu_wasted=round(run["cpu_wasted"], 3)))
+    return [WastefulUser(username=row["user__username"], gpu_wasted=round(row["gpu_wasted"], 3),
+                         cpu_wasted=round(row["cpu_wasted"], 3), worst=worst[row["user_id"]]) for row in top]

@@ -1,0 +1,64 @@
+"""/usage/efficiency/: the efficiency report per user or group, its CSV, and admins' most wasteful users."""
+
+from datetime import date, datetime, time, timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+
+from portal.core.errors import InvalidInput
+from portal.efficiency.reports import (
+    ReportQuery,
+    efficiency_csv,
+    efficiency_report,
+    report_range,
+    wasteful_users,
+)
+
+
+def _day(text: str) -> date | None:
+    try:
+        return parse_date(text or "")
+    except ValueError:
+        return None
+
+
+def _midnight(day: date | None, plus: int = 0) -> datetime | None:
+    return timezone.make_aware(datetime.combine(day + timedelta(days=plus), time())) if day else None
+
+
+def _query(request: HttpRequest) -> ReportQuery:
+    """From the page's query string: days, the `until` day included; anything malformed is ignored."""
+    query = request.GET
+    return ReportQuery(
+        group_by="group" if query.get("group_by") == "group" else "user",
+        since=_midnight(_day(query.get("since", ""))),
+        until=_midnight(_day(query.get("until", "")), 1),
+        username=(query.get("user") or None) if request.user.is_staff else None,
+    )
+
+
+@login_required
+def report_view(request: HttpRequest) -> HttpResponse:
+    report = _query(request)
+    try:
+        since, until = report_range(report)
+        rows, problems = efficiency_report(user=request.user, query=report), {}
+    except InvalidInput as error:
+        since = until = None
+        rows, problems = [], error.fields
+    return render(request, "efficiency/report.html", {
+        "rows": rows, "report": report, "since": since, "until": until, "query": request.GET,
+        "problems": problems, "csv_query": request.GET.urlencode(),
+        "wasteful": wasteful_users() if request.user.is_staff else None,
+    }, status=400 if problems else 200)
+
+
+@login_required
+def report_csv_view(request: HttpRequest) -> HttpResponse:
+    rows = efficiency_report(user=request.user, query=_query(request))
+    response = HttpResponse(efficiency_csv(rows), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="efficiency.csv"'
+    return response
