@@ -251,6 +251,12 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/cluster/": [Row("GET", _fixed("/api/v1/cluster/"), A, API_ANY)],
     "api/v1/environments/": [Row("GET", _fixed("/api/v1/environments/"), A, API_ANY)],
     "api/v1/templates/": [Row("GET", _fixed("/api/v1/templates/"), A, API_ANY)],
+    # The site's templates and profiles; each user's own runs only (tests/efficiency/test_suggest.py).
+    "api/v1/templates/<str:template>/suggested-resources/": [
+        Row("GET", _fixed("/api/v1/templates/custom/suggested-resources/"), A, API_ANY)],
+    "api/v1/profiles/<str:profile>/suggested-resources/": [
+        Row("GET", _fixed("/api/v1/profiles/nope/suggested-resources/"), A,
+            {**API_ANY, "owner": 404, "other": 404, "admin": 404})],
     "api/v1/jobs/": [Row("GET", _fixed("/api/v1/jobs/"), A, API_ANY),
                      # Refused as invalid, so nothing reaches Slurm: proves the request got past authz.
                      Row("POST", _fixed("/api/v1/jobs/"), A, {**API_ANY, "owner": 400, "other": 400,

@@ -17,8 +17,9 @@ from tests.servers.factories import NotebookServerFactory, PartitionFactory, Slu
 
 pytestmark = pytest.mark.django_db
 
-# Results are the site's, visible to every portal user (tests/test_authz.py): not anybody's own.
-SHARED = {"result_id"}
+# Results are the site's, visible to every portal user (tests/test_authz.py): not anybody's own; so
+# are job templates and session profiles (a suggestion reads the asker's own runs only).
+SHARED = {"result_id", "template", "profile"}
 
 BAD_BODIES = [
     b"{", b"[]", b'"text"', b"null", b'{"minutes": "ten", "hours": true, "x": [1]}',

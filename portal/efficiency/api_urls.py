@@ -3,7 +3,7 @@ resources, and the efficiency reports."""
 
 from django.urls import path
 
-from portal.efficiency import api, reports_api
+from portal.efficiency import api, reports_api, suggest_api
 
 urlpatterns: list = [
     # Any of a job's ids, as jobs/<str:job_id>/ (?by=slurm, ?by=uuid).
@@ -12,4 +12,8 @@ urlpatterns: list = [
     path("usage/efficiency/", reports_api.EfficiencyReportApi.as_view(), name="usage-efficiency"),
     path("usage/efficiency/wasteful/", reports_api.WastefulUsersApi.as_view(),
          name="usage-efficiency-wasteful"),
+    path("templates/<str:template>/suggested-resources/", suggest_api.TemplateSuggestionApi.as_view(),
+         name="template-suggested-resources"),
+    path("profiles/<str:profile>/suggested-resources/", suggest_api.ProfileSuggestionApi.as_view(),
+         name="profile-suggested-resources"),
 ]
