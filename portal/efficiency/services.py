@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 # How long after its end a job may still lack accounting rows before it is recorded without them.
 SLURM_LAG = timedelta(minutes=15)
-# A rejected job never ran: nothing to measure.
+# A rejected job never ran (nor did one without a start): nothing to measure.
 _ENDED_STATES = [state for state in TERMINAL_STATES if state != JobState.REJECTED]
 
 
@@ -66,7 +66,8 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
 
 def _due(now: datetime) -> tuple[list[Job], list[NotebookServer]]:
     since, limit = now - timedelta(hours=settings.EFFICIENCY_LOOKBACK_HOURS), settings.EFFICIENCY_PER_CYCLE
-    jobs = list(Job.objects.filter(state__in=_ENDED_STATES, ended_at__gte=since, efficiency__isnull=True)
+    jobs = list(Job.objects.filter(state__in=_ENDED_STATES, ended_at__gte=since, started_at__isnull=False,
+                                   efficiency__isnull=True)
                 .exclude(slurm_job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
     sessions = list(NotebookServer.objects.filter(ended_at__gte=since, started_at__isnull=False,
                                                   efficiency__isnull=True)

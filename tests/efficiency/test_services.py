@@ -108,6 +108,7 @@ def test_only_ended_work_of_the_lookback_without_a_record_is_asked_for(settings)
     ended_job(minutes_ago=3 * 60)  # too old
     JobFactory(state=JobState.RUNNING, ended_at=None)
     ended_job(state=JobState.REJECTED)  # never ran
+    ended_job(state=JobState.CANCELLED, started_at=None)  # cancelled while pending
     ended_job(slurm_job_id="")
     NotebookServerFactory(job_id="7002", started_at=None, ended_at=NOW)  # never started
     NotebookServerFactory(job_id="7003", started_at=NOW - timedelta(hours=1), ended_at=None)  # running
