@@ -42,8 +42,8 @@ def figures(job_id, **changes):
 
 
 def ended_job(minutes_ago=1, **fields):
-    return JobFactory(ended_at=NOW - timedelta(minutes=minutes_ago), started_at=NOW - timedelta(minutes=10),
-                      **fields)
+    return JobFactory(**{"ended_at": NOW - timedelta(minutes=minutes_ago),
+                         "started_at": NOW - timedelta(minutes=10), **fields})
 
 
 def gpu_samples(owner, utils):
