@@ -37,11 +37,13 @@ def _short(record: Efficiency) -> bool:
     return record.elapsed_seconds < settings.EFFICIENCY_SHORT_RUN_MINUTES * 60
 
 
-def _gb(mb: float) -> str:
+def format_gb(mb: float) -> str:
+    """MiB as the advice and the pages say them: `0.2 GB`, `16 GB`."""
     return f"{mb / MIB_PER_GIB:.1f} GB".replace(".0 GB", " GB")
 
 
-def _duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """`12 min`, `4 h`, `1 h 30 min` (whole minutes, rounded up)."""
     minutes = math.ceil(seconds / 60)
     hours, rest = divmod(minutes, 60)
     if not hours:
@@ -58,7 +60,7 @@ def _cpu(record: Efficiency, figures: Figures) -> Advice | None:
     if busy >= per_node:
         return None
     return Advice("cpu", f"{busy} of {per_node} CPU cores per node were busy on average "
-                         f"({figures.cpu:.0%}): ask for --cpus-per-task={busy}.",
+                         f"({round(figures.cpu * 100)} %): ask for --cpus-per-task={busy}.",
                   f"--cpus-per-task={busy}")
 
 
@@ -71,7 +73,7 @@ def _memory(record: Efficiency, figures: Figures) -> Advice | None:
     gib = memory_to_ask(record.mem_peak_mb)
     if gib * MIB_PER_GIB >= per_node_mb:
         return None
-    return Advice("memory", f"Peak memory {_gb(record.mem_peak_mb)} of {_gb(per_node_mb)}: "
+    return Advice("memory", f"Peak memory {format_gb(record.mem_peak_mb)} of {format_gb(per_node_mb)}: "
                             f"ask for --mem={gib}G.", f"--mem={gib}G")
 
 
@@ -103,7 +105,7 @@ def _time(record: Efficiency, figures: Figures) -> Advice | None:
     minutes = time_to_ask(record.elapsed_seconds)
     if minutes * 60 >= record.time_limit_seconds:
         return None
-    used, limit = _duration(record.elapsed_seconds), _duration(record.time_limit_seconds)
+    used, limit = format_duration(record.elapsed_seconds), format_duration(record.time_limit_seconds)
     if record.session_id:
         hours = f"{minutes / 60:g}"
         return Advice("time", f"Ended after {used} of {limit}: ask for {hours} h; a shorter session starts "

@@ -4,6 +4,7 @@ and the session GPU figures' rule: a user their own, an admin anybody's (another
 never forbidden)."""
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -68,6 +69,15 @@ def efficiency_of(*, job: Job | None = None, session: NotebookServer | None = No
     """The job's or session's efficiency for its page; None before the poll cycle recorded one."""
     owner = {"job": job} if job is not None else {"session": session}
     record = Efficiency.objects.filter(**owner).select_related("user", "job", "session").first()
+    return None if record is None else efficiency_view(record)
+
+
+def session_card_efficiency(*, user: Any, name: str, created_at: datetime) -> EfficiencyView | None:
+    """The efficiency of the user's session that a history card shows (a card carries its name and
+    when it was asked for, which tell it from the earlier sessions with that name)."""
+    record = (Efficiency.objects.filter(session__user=user, session__name=name,
+                                        session__created_at=created_at)
+              .select_related("user", "job", "session").first())
     return None if record is None else efficiency_view(record)
 
 

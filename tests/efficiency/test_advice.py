@@ -49,7 +49,7 @@ def test_the_issues_job_gets_all_four_figures_and_concrete_suggestions():
     record = _record(elapsed_seconds=40 * 60, cpu_seconds=40 * 60, mem_peak_mb=200, gpu_util_percent=0.0,
                      gpus_busy=0)
     advice = _kinds(record)
-    assert advice["cpu"] == Advice("cpu", "1 of 4 CPU cores per node were busy on average (25%): ask for "
+    assert advice["cpu"] == Advice("cpu", "1 of 4 CPU cores per node were busy on average (25 %): ask for "
                                           "--cpus-per-task=1.", "--cpus-per-task=1")
     assert advice["memory"] == Advice("memory", "Peak memory 0.2 GB of 16 GB: ask for --mem=1G.", "--mem=1G")
     assert advice["gpu"] == Advice("gpu", "Its 2 GPUs were idle: ask for --gpus=1, or a CPU partition if it "
