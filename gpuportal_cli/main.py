@@ -11,6 +11,7 @@ from rich.markup import escape
 from gpuportal_cli import __version__, config
 from gpuportal_cli.client import EXIT_CODES_HELP, ApiError, Client, Exit
 from gpuportal_cli.context import State, common_options, pass_state
+from gpuportal_cli.efficiency import jobstats
 from gpuportal_cli.extras import benchmarks, tensorboard
 from gpuportal_cli.gpus import gpu
 from gpuportal_cli.jobs import cancel, job, jobs, logs, projects, submit, templates
@@ -135,5 +136,5 @@ def whoami(state: State) -> None:
 
 
 for command in (templates, submit, jobs, job, logs, cancel, sessions, session, open_, environments, gpu,
-                tensorboard, benchmarks, projects, sweep):
+                tensorboard, benchmarks, projects, sweep, jobstats):
     app.add_command(command)
