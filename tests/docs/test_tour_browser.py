@@ -180,3 +180,39 @@ def test_the_tour_and_its_screenshots(request, portal_hub, real_environment, bro
     for name in ("login", "cluster", "session", "jupyterlab", "job-new", "job", "job-phone", "metrics",
                  "apps", "tensorboard", "home", "home-phone", "menu", "menu-phone"):
         assert (SHOTS / f"{name}.png").stat().st_size > 5000, name
+
+
+def test_the_job_page_with_its_efficiency(live_server, page):
+    """docs/user/efficiency.md's picture: the issue's job (4 CPUs, 16 GB, 2 GPUs and 1 h asked; 1 CPU,
+    ~200 MB and no busy GPU used), with the record the poll cycle writes when a job has ended."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.accounts.models import User
+    from tests.efficiency.records import wasteful_job_record
+    from tests.factories import JobFactory
+
+    page.set_viewport_size(DESKTOP)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    ended = timezone.now()
+    job = JobFactory(user=User.objects.get(username="alice"), name="train-resnet", state=JobState.COMPLETED,
+                     gpus_per_node=2, cpus_per_node=4, mem_mb_per_node=16 * 1024,
+                     time_limit=timedelta(hours=1), started_at=ended - timedelta(minutes=20), ended_at=ended,
+                     elapsed=timedelta(minutes=20))
+    wasteful_job_record(job)
+    page.goto(f"{live_server.url}/jobs/{job.pk}/")
+    assert page.locator("#efficiency meter").count() == 4
+    assert page.locator("#efficiency-advice li").count() == 4
+    # The page from its Efficiency heading to the end of the card, in page coordinates.
+    box = page.evaluate("""() => {
+      const top = document.getElementById('efficiency-heading').getBoundingClientRect().top + scrollY;
+      const bottom = document.getElementById('efficiency').getBoundingClientRect().bottom + scrollY;
+      return {x: 0, y: top - 16, width: innerWidth, height: bottom - top + 32};
+    }""")
+    _shot(page, "job-efficiency", clip=box, full_page=True)
+    assert (SHOTS / "job-efficiency.png").stat().st_size > 5000
