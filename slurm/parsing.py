@@ -580,6 +580,9 @@ class JobEfficiency:
     mem_requested_mb: float | None  # the whole job's
     gpus: int
     nodes: int
+    # False for a moment after a short job's end, while slurmdbd has its end but not yet its start
+    # record (sacct: the final state, but TimelimitRaw empty and ReqMem '16?'): ask again.
+    settled: bool = True
 
 
 @dataclass(frozen=True)
@@ -595,6 +598,7 @@ class _EfficiencyRow:
     req_mem: str
     tres: str
     nodes: int
+    settled: bool
 
 
 def parse_cpu_time(text: str) -> float | None:
@@ -634,13 +638,14 @@ def _efficiency_row(values: list[str]) -> _EfficiencyRow:
         job_id=job, step=step, state=state, cpus=_count(cpus), cpu_seconds=parse_cpu_time(total_cpu),
         elapsed_seconds=_count(elapsed), time_limit_seconds=_time_limit_seconds(time_limit),
         max_rss_mb=parse_size_mb(max_rss), req_mem=req_mem, tres=tres, nodes=_count(nodes) if nodes else 1,
+        settled=bool(time_limit) and _REQ_MEM.fullmatch(req_mem) is not None,
     )
 
 
 def requested_mb(req_mem: str, *, cpus: int, nodes: int, tres: str) -> float | None:
     """The whole job's memory: ReqMem per node (or per CPU with the old 'c'), times the nodes (or
-    CPUs). A ReqMem this cannot read (22.05 prints '16?' for --mem-per-cpu) falls back to AllocTRES'
-    mem=, which is the whole job's allocation; neither: None."""
+    CPUs). A ReqMem this cannot read ('16?' until slurmdbd has the job's start) falls back to
+    AllocTRES' mem=, which is the whole job's allocation; neither: None."""
     match = _REQ_MEM.fullmatch(req_mem)
     if match and float(match["value"]) > 0:
         per_node = float(match["value"]) * _MEM_MIB_PER_UNIT[match["unit"]]
@@ -658,7 +663,7 @@ def _job_efficiency(allocation: _EfficiencyRow, rows: list[_EfficiencyRow]) -> J
         time_limit_seconds=allocation.time_limit_seconds, mem_peak_mb=max(peaks) if peaks else None,
         mem_requested_mb=requested_mb(allocation.req_mem, cpus=allocation.cpus, nodes=allocation.nodes,
                                       tres=allocation.tres),
-        gpus=parse_tres_gpus(allocation.tres), nodes=allocation.nodes,
+        gpus=parse_tres_gpus(allocation.tres), nodes=allocation.nodes, settled=allocation.settled,
     )
 
 

@@ -2,8 +2,9 @@
 lately and has none gets one, from one `sacct` for all of them (Slurm's CPU, memory and time
 figures, seff's) and the GPU figures their samplers pushed (portal.gpus).
 
-slurmdbd may not have a job's rows yet when the portal sees it end: such work waits for a later
-cycle, and after SLURM_LAG is recorded without Slurm's figures rather than never."""
+slurmdbd may not have a job's rows yet when the portal sees it end, or only some of them (its end
+before its start record, a moment after a short job): such work waits for a later cycle, and after
+SLURM_LAG is recorded without Slurm's figures rather than never."""
 
 import logging
 from collections import defaultdict
@@ -49,7 +50,8 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
     if not jobs and not sessions:
         return 0
     ids = [job.slurm_job_id for job in jobs] + [session.job_id for session in sessions]
-    figures = {row.job_id: row for row in slurm.efficiency(ids).rows if states.is_final(row.state)}
+    figures = {row.job_id: row for row in slurm.efficiency(ids).rows
+               if states.is_final(row.state) and row.settled}
     job_gpus = _gpu_figures("job", [job.pk for job in jobs])
     session_gpus = _gpu_figures("session", [session.pk for session in sessions])
     records = [_job_record(job, figures.get(job.slurm_job_id), job_gpus.get(job.pk, _Gpu()), now)

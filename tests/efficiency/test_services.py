@@ -93,9 +93,11 @@ def test_work_accounting_does_not_have_yet_waits_then_is_recorded_without_slurms
     job = ended_job(minutes_ago=1, cpus_per_node=4, mem_mb_per_node=16384, gpus_allocated=2,
                     elapsed=timedelta(minutes=9), time_limit=timedelta(hours=1))
     still_running = ended_job(minutes_ago=1)
-    slurm = FakeSlurm({still_running.slurm_job_id: figures(still_running.slurm_job_id, state="RUNNING")})
+    unsettled = ended_job(minutes_ago=1)
+    slurm = FakeSlurm({still_running.slurm_job_id: figures(still_running.slurm_job_id, state="RUNNING"),
+                       unsettled.slurm_job_id: figures(unsettled.slurm_job_id, settled=False)})
     assert efficiency_record(slurm=slurm, now=NOW) == 0
-    assert efficiency_record(slurm=slurm, now=NOW + timedelta(minutes=16)) == 2
+    assert efficiency_record(slurm=slurm, now=NOW + timedelta(minutes=16)) == 3
     record = Efficiency.objects.get(job=job)
     assert (record.cpus, record.mem_requested_mb, record.gpus, record.time_limit_seconds,
             record.elapsed_seconds, record.state) == (4, 16384, 2, 3600, 540, JobState.COMPLETED)

@@ -52,6 +52,17 @@ def test_unknown_figures_are_none_never_0():
     assert job.state == "CANCELLED by 10001" and job.gpus == 0
 
 
+def test_a_job_whose_start_slurmdbd_has_not_yet_is_unsettled():
+    # What the bed's sacct printed for ~2 s after a 1-second job ended; then TimelimitRaw 5, ReqMem 1G.
+    transient = ["801", "COMPLETED", "2", "00:01.005", "1", "", "", "16?",
+                 "billing=2,cpu=2,gres/gpu=1,mem=1G,node=1", "1"]
+    (job,) = _parse([transient, ["801.batch", "COMPLETED", "2", "00:01.005", "1", "", "", "", "", "1"]]).rows
+    assert not job.settled and job.time_limit_seconds is None
+    (job,) = _parse([[*transient[:5], "5", "", "1G", *transient[8:]]]).rows
+    assert job.settled and (job.time_limit_seconds, job.mem_requested_mb) == (300, 1024.0)
+    assert _parse(GPU_JOB).rows[0].settled
+
+
 @pytest.mark.parametrize(("req_mem", "cpus", "nodes", "tres", "expected"), [
     ("16G", 4, 1, "", 16384.0),
     ("4000M", 4, 2, "", 8000.0),  # per node
