@@ -183,3 +183,23 @@ def test_a_profile_offered_to_other_groups_is_a_404(token_client, user):
     ResourceProfile.objects.create(name="big", title="8 GPUs", partition="gpu", gpus=8, hours=2,
                                    groups=["admins-only"])
     assert token_client.get("/api/v1/profiles/big/suggested-resources/").status_code == 404
+
+
+# --- The pages, before any script runs ---
+
+def test_the_composer_shows_the_suggestion_without_javascript(client, user, partitions):
+    client.force_login(user)
+    assert 'id="suggest-panel" class="notice" hidden' in client.get("/jobs/new/custom/").content.decode()
+    for minute in range(3):
+        efficiency_record(user, template="custom", minutes_ago=minute)
+    page = client.get("/jobs/new/custom/").content.decode()
+    assert "Your last 3 runs of this template used at most (p95): memory 3 GB of 16 GB asked" in page
+    assert "Ask for 1 GPU, 15 min and 4 GB of memory." in page
+    assert 'data-gpus="1" data-time-minutes="15"' in page
+    assert '<button type="button" id="suggest-use" hidden>Use these</button>' in page  # until the script runs
+
+
+def test_the_session_form_has_the_panel_for_its_profile_buttons(client, user, partitions):
+    client.force_login(user)
+    page = client.get("/servers/").content.decode()
+    assert 'data-url="/api/v1/profiles/_/suggested-resources/"' in page and 'id="suggest-status"' in page

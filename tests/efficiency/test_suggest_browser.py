@@ -1,6 +1,7 @@
-"""A person in headless Chromium: the composer's and the session form's "Use these" fill the GPUs and
-the time from what the user's recent runs used; axe finds nothing on either page with the panel shown.
-The composer's picture replaces docs/assets/tour/composer-use-these.png (docs/user/ shows it)."""
+"""A person in headless Chromium, under the site's content security policy: the composer's and the
+session form's "Use these" fill the GPUs and the time from what the user's recent runs used; axe finds
+nothing on either page with the panel shown. The composer's picture replaces
+docs/assets/tour/composer-use-these.png (docs/user/efficiency.md shows it)."""
 
 import pytest
 
@@ -9,6 +10,7 @@ from portal.policy.models import ResourceProfile
 from tests.browser.test_accessibility_browser import AXE, FAILING, WCAG_TAGS
 from tests.docs.conftest import ROOT
 from tests.efficiency.test_suggest import GIB, efficiency_record
+from tests.security.test_csp import _violations
 from tests.servers.factories import PartitionFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,13 +19,14 @@ DESKTOP = {"width": 1280, "height": 800}
 
 
 @pytest.fixture
-def page(browser):
-    """As the accessibility test's: axe is added to the page as an inline script."""
-    context = browser.new_context(bypass_csp=True, viewport=DESKTOP)
-    page = context.new_page()
-    page.set_default_timeout(15000)
+def page(page):
+    """Under the site's policy, which refuses inline scripts: axe comes in as an init script, and any
+    refusal is a failure."""
+    page.set_viewport_size(DESKTOP)
+    page.add_init_script(path=str(AXE))
+    refused = _violations(page)
     yield page
-    context.close()
+    assert refused == []
 
 
 def _login(page, base: str) -> User:
@@ -36,7 +39,6 @@ def _login(page, base: str) -> User:
 
 
 def _axe_problems(page) -> list[str]:
-    page.add_script_tag(path=str(AXE))
     result = page.evaluate("""(tags) => axe.run(document, {runOnly: {type: 'tag', values: tags},
                                                          resultTypes: ['violations']})""", WCAG_TAGS)
     problems = []

@@ -52,14 +52,21 @@
   });
 
   if (!session) return;
+  let asked = "";  // the last profile pressed: an older answer arriving late is dropped
   for (const button of document.querySelectorAll("button.profile")) {
     button.addEventListener("click", async function () {
       const name = button.dataset.profile;
+      asked = name;
       try {
         const response = await fetch(root.dataset.url.replace("/_/", "/" + encodeURIComponent(name) + "/"),
                                      {credentials: "same-origin", headers: {Accept: "application/json"}});
-        if (!response.ok) return;
+        if (asked !== name) return;
+        if (!response.ok) {
+          show(null);
+          return;
+        }
         const body = await response.json();
+        if (asked !== name) return;
         show(body.suggestion);
         status.textContent = body.suggestion ? body.suggestion.summary + " " + body.suggestion.advice
           : body.detail;
