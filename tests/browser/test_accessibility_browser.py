@@ -26,6 +26,7 @@ from django.utils import timezone
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from portal.accounts.models import User
+from portal.efficiency.models import Efficiency
 from portal.servers.models import NotebookServer
 from tests.conftest import DEMO_PASSWORDS, ROOT
 from tests.factories import AppFactory, JobFactory
@@ -161,6 +162,10 @@ def _seed(username: str) -> dict[str, str]:
                       started_at=timezone.now() - timedelta(hours=1), ended_at=timezone.now())
     JobFactory(user=user, name=f"{username}-a11y-failed", state="FAILED", exit_code=1,
                submitted_at=timezone.now() - timedelta(hours=3), ended_at=timezone.now() - timedelta(hours=2))
+    # /usage/efficiency/ with a row (and in the admin's list of the week's most wasteful users).
+    Efficiency.objects.create(user=user, job=done, partition="gpu", ended_at=done.ended_at,
+                              recorded_at=done.ended_at, cpus=8, mem_requested_mb=49152, gpus=1,
+                              elapsed_seconds=3600, cpu_seconds=1800, mem_peak_mb=2048, gpu_util_percent=5)
     app = AppFactory(user=user)
     NotebookServer.objects.create(user=user, name="a11y", partition="gpu", gpus=1, hours=1,
                                   ended_at=timezone.now(), end_reason=NotebookServer.EndReason.STOPPED)
