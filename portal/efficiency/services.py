@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from portal.efficiency.models import Efficiency
+from portal.efficiency.tasks import efficiency_mails
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import TERMINAL_STATES, Job, JobState
 from portal.servers.models import NotebookServer
@@ -94,6 +95,7 @@ def _gpu_figures(owner: str, pks: list[int]) -> dict[int, _Gpu]:
     figures = {}
     for summary in GpuSummary.objects.filter(**{f"{owner}_id__in": pks}):
         pk = getattr(summary, f"{owner}_id")
+        # One GPU's memory, where its samples carry it (the bed's sampler does not send memory.total).
         totals = [last["mem_total_mib"] for last in summary.last.values()
                   if isinstance(last, dict) and isinstance(last.get("mem_total_mib"), int | float)]
         figures[pk] = _Gpu(
@@ -145,8 +147,6 @@ def _mails_dispatch(jobs: list[Job]) -> None:
               and (job.user.email_on_job_end if job.notify_email is None else job.notify_email)]
     if not wanted:
         return
-    from portal.efficiency.tasks import efficiency_mails  # tasks import this module, not the other way round
-
     def enqueue() -> None:
         try:
             efficiency_mails.delay(wanted)
