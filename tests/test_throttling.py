@@ -26,7 +26,7 @@ def _client(user) -> APIClient:
 
 @pytest.fixture
 def limited(settings, monkeypatch):
-    settings.API_THROTTLE_RATES = {"job_files": "3/min", "slurm": "2/min", "hub": "2/min"}
+    settings.API_THROTTLE_RATES = {"job_files": "3/min", "slurm": "2/min", "hub": "2/min", "reports": "2/min"}
     # Half way through a minute's window, whenever the test runs (windows start on the minute).
     middle = time.time() // 60 * 60 + 30
     monkeypatch.setattr(ScopedUserThrottle, "timer", staticmethod(lambda: middle))
@@ -111,3 +111,20 @@ def test_without_the_cache_requests_are_served(limited, monkeypatch):
     client = _client(alice)
     assert {client.get(f"/api/v1/jobs/{job.pk}/log/").status_code for _ in range(5)} == {200}
     assert ScopedUserThrottle().wait() == 0
+
+
+def test_reports_are_counted_per_job_not_per_user(limited):
+    """#33: a job's reports (its report.sh and GPU sampler, through its report token) have their own
+    rate: one job's flood is refused, its owner's other job goes on."""
+    from portal.core.report_tokens import report_token
+
+    alice = UserFactory(username="alice")
+    first, second = (JobFactory(user=alice, state="RUNNING") for _ in range(2))
+    body = {"event": "gpu", "samples": [{"t": time.time(), "gpu": 0, "util": 50.0}]}
+
+    def push(job):
+        return APIClient().post("/api/v1/reports/", body, format="json",
+                                HTTP_AUTHORIZATION=f"Report {report_token('job', job.pk)}")
+
+    assert [push(first).status_code for _ in range(3)] == [202, 202, 429]
+    assert push(second).status_code == 202

@@ -1,5 +1,6 @@
 """Per-user rate limits on the API requests that each cost a process or a hub request: reading a job's
-files (sudo + the job-files helper), Slurm commands (scancel, scontrol) and JupyterHub calls. Without
+files (sudo + the job-files helper), Slurm commands (scancel, scontrol) and JupyterHub calls; and
+per job on the reports jobs push about themselves. Without
 them one user's script could fork hundreds of processes a second on the portal's host.
 
 A view names a scope per method, `throttle_scopes = {"GET": "job_files"}`; each scope's rate is in
@@ -50,7 +51,9 @@ class ScopedUserThrottle(BaseThrottle):
         limit, seconds = rate_parse(settings.API_THROTTLE_RATES[scope])
         now = self.timer()
         window = int(now // seconds)
-        key = f"throttle:{scope}:{request.user.pk}:{window}"
+        # A job's report token is nobody's login: its reports count for the job (ReportGrant.throttle_id).
+        who = getattr(request.auth, "throttle_id", None) or request.user.pk
+        key = f"throttle:{scope}:{who}:{window}"
         try:
             used = 1 if cache.add(key, 1, timeout=seconds + 1) else cache.incr(key)
         except ValueError:  # the window's key expired between add and incr: a new window

@@ -23,6 +23,7 @@ class ReportApi(APIView):
     authentication_classes = [ReportTokenAuthentication]
     permission_classes = [HasReportToken]
     parser_classes = [BoundedJSONParser]  # what report.sh sends; no forms
+    throttle_scopes = {"POST": "reports"}  # per job, session or app (its token), not per user
 
     @extend_schema(
         request=PolymorphicProxySerializer(
@@ -32,7 +33,9 @@ class ReportApi(APIView):
             202: PolymorphicProxySerializer(
                 component_name="ReportAnswer", resource_type_field_name=None,
                 serializers=[ReportResultSerializer, GpuReportResultSerializer]),
-            401: OpenApiResponse(ErrorSerializer, description="No report token, or not a valid one"),
+            401: OpenApiResponse(ErrorSerializer, description="No report token, not a valid one, or "
+                                                              "one whose job ended over the grace ago "
+                                                              "(code expired_report_token)"),
             413: OpenApiResponse(ErrorSerializer, description="More GPU samples than one report takes")},
         summary="A job or a session's job reports its own transition (started, ready, exited; queued from "
                 "a session's spawner)",

@@ -351,7 +351,11 @@ API_THROTTLE_RATES = {
     "job_files": env("API_RATE_JOB_FILES", default="120/min"),  # a job's log, read through job-files
     "slurm": env("API_RATE_SLURM", default="30/min"),  # a Slurm command (scancel, scontrol) per request
     "hub": env("API_RATE_HUB", default="60/min"),  # JupyterHub's REST API
+    # Per job, session or app: its report.sh transitions and its GPU sampler's pushes (every 15 s).
+    "reports": env("API_RATE_REPORTS", default="60/min"),
 }
+# A report token is refused once its job, session or app ended more than this long ago.
+REPORT_TOKEN_GRACE_MINUTES = env.int("REPORT_TOKEN_GRACE_MINUTES", default=30)
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpuportal API",
     "DESCRIPTION": (

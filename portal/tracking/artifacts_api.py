@@ -24,6 +24,7 @@ class RunArtifactsSerializer(serializers.Serializer):
 
 
 class RunArtifactsApi(APIView):
+    throttle_scopes = {"GET": "job_files"}  # each listing forks sudo and the files helper
     @extend_schema(
         responses={200: RunArtifactsSerializer,
                    404: OpenApiResponse(description="No such run, or not yours"),

@@ -170,7 +170,8 @@ def test_an_oversized_batch_is_a_413(job, settings):
 
 def test_samples_of_a_job_long_ended_or_from_before_it_are_not_kept(job):
     ended = JobFactory(state=JobState.COMPLETED, ended_at=datetime.fromtimestamp(T0, tz=UTC))
-    assert _push(report_token("job", ended.pk), [_sample(T0 + 1)]).json()["applied"] is False
+    refused = _push(report_token("job", ended.pk), [_sample(T0 + 1)])  # its token expired with it
+    assert (refused.status_code, refused.json()["code"]) == (401, "expired_report_token")
     before = T0 - 3600 - 600
     assert _push(report_token("job", job.pk), [_sample(before)]).json()["applied"] is False
     assert not GpuPoint.objects.exists()

@@ -213,13 +213,12 @@ def test_job_exited_settles_from_accounting(slurm, django_capture_on_commit_call
     assert slurm.calls == 3
     assert (job.state, job.exit_code, job.ended_at, job.node_list) == (
         JobState.FAILED, 3, START + timedelta(minutes=5), "gpu-node1")
-    # Repeated, or late: nothing more is asked or written.
+    # Repeated, or late (its end was days ago, past the token's grace): refused, nothing asked or written.
     with django_capture_on_commit_callbacks(execute=True):
-        assert _report(report_token("job", job.pk), {"event": "exited", "exit_code": 0}).json() == {
-            "applied": False}
+        late = _report(report_token("job", job.pk), {"event": "exited", "exit_code": 0})
+    assert (late.status_code, late.json()["code"]) == (401, "expired_report_token")
     assert slurm.calls == 3
-    assert _report(report_token("job", job.pk), {"event": "started", "node": "n9"}).json() == {
-        "applied": False}
+    assert _report(report_token("job", job.pk), {"event": "started", "node": "n9"}).status_code == 401
     job.refresh_from_db()
     assert (job.state, job.exit_code, job.node_list) == (JobState.FAILED, 3, "gpu-node1")
 
@@ -306,7 +305,7 @@ def test_session_exited_after_a_stop_is_stopped():
 
 
 def test_session_already_ended_keeps_its_end():
-    ended = timezone.now() - timedelta(hours=1)
+    ended = timezone.now() - timedelta(minutes=10)  # within the token's grace
     server = NotebookServerFactory(ended_at=ended, end_reason=NotebookServer.EndReason.IDLE)
     assert _report(report_token("session", server.pk), {"event": "exited", "exit_code": 0}).json() == {
         "applied": False}
@@ -437,3 +436,17 @@ def test_a_session_the_hub_forgot_keeps_the_reports_end(slurm, hub, django_captu
         _report(report_token("session", server.pk), {"event": "exited", "exit_code": 0})
     server.refresh_from_db()
     assert slurm.calls == 0 and server.ended_at and server.end_reason == "ended" and server.job_id == ""
+
+
+@pytest.mark.parametrize(("ended_minutes_ago", "status"), [(None, 202), (5, 202), (31, 401)])
+def test_a_report_token_expires_with_its_job_plus_the_grace(settings, ended_minutes_ago, status):
+    """#33: a token copied out of a job that ended long ago cannot feed figures any more."""
+    settings.REPORT_TOKEN_GRACE_MINUTES = 30
+    ended = None if ended_minutes_ago is None else timezone.now() - timedelta(minutes=ended_minutes_ago)
+    job = JobFactory(state=JobState.RUNNING if ended is None else JobState.COMPLETED, ended_at=ended)
+    sample = {"t": timezone.now().timestamp(), "gpu": 0, "util": 50.0}
+    response = _report(report_token("job", job.pk), {"event": "gpu", "samples": [sample]})
+    assert response.status_code == status, response.content
+    if status == 401:
+        assert response.json()["code"] == "expired_report_token"
+
