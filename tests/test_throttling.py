@@ -128,3 +128,21 @@ def test_reports_are_counted_per_job_not_per_user(limited):
 
     assert [push(first).status_code for _ in range(3)] == [202, 202, 429]
     assert push(second).status_code == 202
+
+
+def test_pages_that_fork_count_in_the_same_scopes(limited, monkeypatch, client):
+    """#33: the job page's Cancel (scancel) shares the API's `slurm` rate: past it a 429 page with
+    Retry-After, and nothing is forked."""
+    alice = UserFactory(username="alice")
+    cancelled = []
+    monkeypatch.setattr("portal.jobs.views.job_cancel", lambda job: cancelled.append(job.pk))
+    job = JobFactory(user=alice, state="RUNNING", slurm_job_id="4242")
+    client.force_login(alice)
+    assert [client.post(f"/jobs/{job.pk}/cancel/").status_code for _ in range(2)] == [302, 302]
+    refused = client.post(f"/jobs/{job.pk}/cancel/")
+    assert refused.status_code == 429 and refused["Retry-After"] == "30"
+    assert b"Too many requests" in refused.content and cancelled == [job.pk, job.pk]
+    # The API counts in the same window: alice's next extend is refused too.
+    response = _client(alice).post(f"/api/v1/jobs/{job.pk}/extend/", json.dumps({"minutes": 5}),
+                                   content_type="application/json")
+    assert response.status_code == 429

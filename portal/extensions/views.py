@@ -7,6 +7,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from portal.core.errors import NotFound, PortalError
+from portal.core.throttling import page_throttled
 from portal.extensions.models import ExtensionRequest
 from portal.extensions.services import extension_error_message, job_extend, session_extend
 
@@ -35,6 +36,7 @@ def _report(request: HttpRequest, extend: object, what: str) -> None:
 
 @login_required
 @require_POST
+@page_throttled("slurm")
 def session_extend_view(request: HttpRequest, name: str) -> HttpResponse:
     _report(request, lambda: session_extend(user=request.user, name=name, minutes=_minutes(request)),
             f"Server {name}")
@@ -43,6 +45,7 @@ def session_extend_view(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_POST
+@page_throttled("slurm")
 def job_extend_view(request: HttpRequest, job_id: int) -> HttpResponse:
     _report(request, lambda: job_extend(user=request.user, job_id=job_id, minutes=_minutes(request)),
             f"Job {job_id}")

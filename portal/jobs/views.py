@@ -20,6 +20,7 @@ from portal.core.converters import id_or_none
 from portal.core.csv_cells import csv_cell
 from portal.core.errors import Conflict, InvalidInput
 from portal.core.live import follows
+from portal.core.throttling import page_throttled
 from portal.environments.selectors import environment_choices, environment_list
 from portal.jobs.job_templates import Parameter, catalog
 from portal.jobs.models import Job, JobState
@@ -176,6 +177,7 @@ def job_detail_view(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@page_throttled("slurm")
 def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_or_404(request, job_id)
     try:

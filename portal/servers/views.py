@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from portal.core.errors import InvalidInput, PortalError
 from portal.core.live import follows
+from portal.core.throttling import page_throttled
 from portal.policy.services import policy_current, user_groups
 from portal.servers.forms import ServerStartForm
 from portal.servers.models import NotebookServer
@@ -91,6 +92,7 @@ def server_open_view(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_POST
+@page_throttled("hub")
 def server_stop_view(request: HttpRequest, name: str) -> HttpResponse:
     server = server_get(user=request.user, name=name)
     if server is None:

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.core.errors import Conflict, InvalidInput, NotFound, Unavailable
+from portal.core.throttling import page_throttled
 from portal.jobs.job_templates import catalog
 from portal.sweeps.charts import parallel_coordinates, params_vs_objective
 from portal.sweeps.models import Sweep
@@ -61,6 +62,7 @@ def _figure(value: float | None) -> str:
 
 @login_required
 @require_POST
+@page_throttled("slurm")
 def sweep_cancel_view(request: HttpRequest, sweep_id: int) -> HttpResponse:
     sweep = _sweep_or_404(request, sweep_id)
     try:

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from portal.core.converters import id_or_none
 from portal.core.errors import InvalidInput, NotFound, PortalError
+from portal.core.throttling import page_throttled
 from portal.jobs.views import job_part_render
 from portal.tracking.artifacts import run_artifacts
 from portal.tracking.compare import (
@@ -49,6 +50,7 @@ def run_history_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@page_throttled("job_files")
 def runs_compare_view(request: HttpRequest) -> HttpResponse:
     """`?runs=<id>&runs=<id>` (or `runs=<id>,<id>`): those of the user's runs side by side; another
     user's run is not found (404). One run is that run's page, with its artifact files."""

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from portal.core.errors import InvalidInput, NotFound
 from portal.core.live import follows
+from portal.core.throttling import page_throttled
 from portal.jobs.job_templates import TemplateError
 from portal.webapps.catalog import form_of
 from portal.webapps.grants import grant_url
@@ -92,6 +93,7 @@ def app_open_view(request: HttpRequest, app_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@page_throttled("slurm")
 def app_stop_view(request: HttpRequest, app_id: int) -> HttpResponse:
     app = _app_or_404(request, app_id)
     app_stop(app=app, reason=stop_reason(app=app, actor=request.user))
