@@ -101,6 +101,8 @@ class Job(models.Model):
             # The poll cycle reads only the few active rows out of millions.
             models.Index(fields=["state"], name="job_active",
                          condition=models.Q(state__in=[s.value for s in ACTIVE_STATES])),
+            # The poll cycle's efficiency records read the few jobs that ended lately.
+            models.Index(fields=["ended_at"], name="job_ended", condition=models.Q(ended_at__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -76,6 +76,9 @@ class NotebookServer(models.Model):
             models.UniqueConstraint(fields=["user", "idempotency_key"], name="uniq_server_idempotency_key",
                                     condition=~Q(idempotency_key="")),
         ]
+        # The poll cycle's efficiency records read the few sessions that ended lately.
+        indexes = [models.Index(fields=["ended_at"], name="server_ended",
+                                condition=Q(ended_at__isnull=False))]
 
     def __str__(self) -> str:
         return f"{self.user_id}/{self.name}"
