@@ -11,19 +11,26 @@ used, and what was wasted. From the efficiency records only (one per ended job o
   others (Slurm or the sampler gave no figure), which are never counted as waste.
 
 One aggregate query (GROUP BY user) per report; groups are rolled up from the users' directory
-groups in Python (a user counts in each of their groups; few users, many records).
+groups in Python (a user counts in each of their groups; few users, many records). Reports are
+cached until the next record is written (records are only ever inserted, so the newest id tells),
+at most CACHE_SECONDS: a busy cluster's 4 weeks for everybody are a quarter of a million records.
 """
 
 import csv
+import hashlib
 import io
 from collections import defaultdict
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value, Window
+from django.core.cache import cache
+from django.db.models import Count, F, FloatField, Max, Q, QuerySet, Sum, Value, Window
 from django.db.models.functions import Cast, Coalesce, RowNumber
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from portal.accounts.models import User
 from portal.core.csv_cells import csv_cell
@@ -37,6 +44,7 @@ WASTEFUL_USERS = 10
 WORST_PER_USER = 3
 SECONDS_PER_HOUR = 3600
 MB_PER_GB = 1024
+CACHE_SECONDS = 600  # a record deleted with its job or user stays in a cached report this long at most
 KINDS = ("cpu", "memory", "gpu")
 # Per kind: allocated (every record whose allocation is known), allocated_known and used (the
 # records whose use is known too), wasted, unknown.
@@ -79,9 +87,32 @@ class ReportQuery:
     username: str | None = None  # admins: one user
 
 
+T = TypeVar("T")
+
+
+def _minute_up(moment: datetime) -> datetime:
+    """The next whole minute (`moment` itself if whole): "up to now" that stays the same for a minute."""
+    whole = moment.replace(second=0, microsecond=0)
+    return whole if whole == moment else whole + timedelta(minutes=1)
+
+
+def _cached(parts: tuple, compute: Callable[[], T]) -> T:
+    """`compute()`, cached until a record is written. Without the cache (Redis restarting) it is
+    computed: a page never fails for the cache."""
+    latest = Efficiency.objects.aggregate(latest=Max("id"))["latest"] or 0
+    key = "efficiency:report:" + hashlib.sha256(repr((latest, *parts)).encode()).hexdigest()
+    with suppress(RedisError):
+        if (found := cache.get(key)) is not None:
+            return found
+    found = compute()
+    with suppress(RedisError):
+        cache.set(key, found, CACHE_SECONDS)
+    return found
+
+
 def report_range(query: ReportQuery, *, now: datetime | None = None) -> tuple[datetime, datetime]:
-    """[since, until): by default the 4 weeks up to now."""
-    until = query.until or now or timezone.now()
+    """[since, until): by default the 4 weeks up to now (the next whole minute)."""
+    until = query.until or _minute_up(now or timezone.now())
     try:
         since = query.since or until - DEFAULT_SPAN
     except OverflowError:  # an `until` in year 1
@@ -118,6 +149,12 @@ def efficiency_report(*, user: User, query: ReportQuery, now: datetime | None = 
     """One row per user (or directory group: a user counts in each of their groups), by name, over
     the records that ended in the period."""
     since, until = report_range(query, now=now)
+    scope = ("all", query.username or "") if user.is_staff else ("user", user.pk)
+    return _cached(("rows", *scope, query.group_by, since, until),
+                   lambda: _report_rows(user, query, since, until))
+
+
+def _report_rows(user: User, query: ReportQuery, since: datetime, until: datetime) -> list[dict[str, Any]]:
     per_user = {
         row.pop("user_id"): row
         for row in _visible(user, query.username).filter(ended_at__gte=since, ended_at__lt=until)
@@ -166,11 +203,21 @@ _GPU_WASTED = Coalesce(_GPU * (1 - F("gpu_util_percent") / 100), Value(0.0)) / S
 _CPU_WASTED = Coalesce(_CPU - F("cpu_seconds"), Value(0.0)) / SECONDS_PER_HOUR
 
 
+def wasteful_until(now: datetime | None = None) -> datetime:
+    """The end of the wasteful list's 7 days: now, to the next whole minute."""
+    return _minute_up(now or timezone.now())
+
+
 def wasteful_users(*, now: datetime | None = None) -> list[WastefulUser]:
-    """For admins: the users who wasted most in the last 7 days (GPU-hours first, then CPU-hours),
-    each with their worst jobs or sessions. Two queries, whatever the number of records."""
-    now = now or timezone.now()
-    week = Efficiency.objects.filter(ended_at__gte=now - WASTEFUL_SPAN, ended_at__lt=now)
+    """For admins: the users who wasted most in the 7 days up to wasteful_until(now) (GPU-hours
+    first, then CPU-hours), each with their worst jobs or sessions. Three queries, whatever the
+    number of records (one once cached)."""
+    until = wasteful_until(now)
+    return _cached(("wasteful", until), lambda: _wasteful(until))
+
+
+def _wasteful(until: datetime) -> list[WastefulUser]:
+    week = Efficiency.objects.filter(ended_at__gte=until - WASTEFUL_SPAN, ended_at__lt=until)
     top = list(
         week.values("user_id", "user__username")
         .annotate(gpu_wasted=Sum(_GPU_WASTED), cpu_wasted=Sum(_CPU_WASTED))

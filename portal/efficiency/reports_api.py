@@ -3,7 +3,6 @@ GET /api/v1/usage/efficiency/wasteful/ (the week's most wasteful users)."""
 
 from dataclasses import asdict
 
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +14,7 @@ from portal.efficiency.reports import (
     ReportQuery,
     efficiency_report,
     report_range,
+    wasteful_until,
     wasteful_users,
 )
 from portal.efficiency.reports_serializers import ReportInputSerializer, ReportSerializer, WastefulSerializer
@@ -49,6 +49,7 @@ class WastefulUsersApi(APIView):
     def get(self, request: Request) -> Response:
         if not request.user.is_staff:
             raise Forbidden("Only portal admins may see other users' waste.")
-        now = timezone.now()
-        users = [asdict(user) for user in wasteful_users(now=now)]
-        return Response(WastefulSerializer({"since": now - WASTEFUL_SPAN, "until": now, "users": users}).data)
+        until = wasteful_until()
+        users = [asdict(user) for user in wasteful_users(now=until)]
+        return Response(WastefulSerializer({"since": until - WASTEFUL_SPAN, "until": until,
+                                            "users": users}).data)

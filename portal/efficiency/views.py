@@ -1,5 +1,6 @@
 """/usage/efficiency/: the efficiency report per user or group, its CSV, and admins' most wasteful users."""
 
+from dataclasses import replace
 from datetime import date, datetime, time, timedelta
 
 from django.contrib.auth.decorators import login_required
@@ -45,7 +46,8 @@ def report_view(request: HttpRequest) -> HttpResponse:
     report = _query(request)
     try:
         since, until = report_range(report)
-        rows, problems = efficiency_report(user=request.user, query=report), {}
+        rows = efficiency_report(user=request.user, query=replace(report, since=since, until=until))
+        problems = {}
     except InvalidInput as error:
         since = until = None
         rows, problems = [], error.fields

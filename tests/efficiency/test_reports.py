@@ -146,7 +146,18 @@ def test_one_query_for_the_records_whatever_their_number(user, ada):
         _record(UserFactory())
     with CaptureQueriesContext(connection) as queries:
         _report(ada, group_by="group")
-    assert len(queries) == 2  # the GROUP BY user, then the users' names and groups
+    assert len(queries) == 3  # the newest record (the cache's key), the GROUP BY user, the users' groups
+
+
+def test_a_report_is_cached_until_a_record_is_written(user):
+    _record(user)
+    assert _report(user)[0]["jobs"] == 1
+    with CaptureQueriesContext(connection) as queries:
+        assert _report(user)[0]["jobs"] == 1
+    assert len(queries) == 1  # the newest record's id only
+    _record(user)
+    assert _report(user)[0]["jobs"] == 2
+    assert report_range(ReportQuery(), now=NOW + timedelta(seconds=1))[1] == NOW + timedelta(minutes=1)
 
 
 def test_csv_cells_are_never_formulas(user):
@@ -177,14 +188,14 @@ def test_the_most_wasteful_users_of_the_week_with_their_worst_runs(user, ada):
     assert all(run.job_id and run.name for run in found[1].worst)
 
 
-def test_the_wasteful_list_is_ten_users_in_two_queries(ada):
+def test_the_wasteful_list_is_ten_users_in_three_queries(ada):
     for number in range(12):
         owner = UserFactory(username=f"u{number}")
         for _ in range(4):
             _record(owner, gpu_util_percent=float(number), ended_at=NOW - timedelta(hours=1))
     with CaptureQueriesContext(connection) as queries:
         found = wasteful_users(now=NOW)
-    assert len(queries) == 2
+    assert len(queries) == 3  # the newest record (the cache's key), the top 10, their worst runs
     assert [w.username for w in found] == [f"u{number}" for number in range(10)]
     assert all(len(w.worst) == 3 for w in found)
 
