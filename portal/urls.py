@@ -1,15 +1,11 @@
-from pathlib import Path
-
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import include, path, register_converter
 from django.views.generic import RedirectView
-from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal.core.converters import IdConverter
+from portal.core.docs import docs_view
 from portal.metrics.views import metrics_view
 from portal.poll.views import timing_view
 
@@ -17,27 +13,6 @@ register_converter(IdConverter, "id")
 
 handler404 = "portal.core.middleware.not_found"
 handler500 = "portal.core.middleware.server_error"
-
-# The documentation site (mkdocs.yml, built into the checkout's site/ by `make up`): static pages,
-# no login. The theme has inline scripts, so its pages get the portal's policy with 'unsafe-inline'
-# scripts; they hold nothing of a user's.
-DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data:; object-src 'none'; base-uri 'self'; frame-ancestors 'none'")
-
-
-def docs_view(request: HttpRequest, path: str = "") -> HttpResponse:
-    root = Path(settings.BASE_DIR) / "site"
-    if not (root / "index.html").is_file():
-        if path:
-            raise Http404("The documentation is not built.")
-        return HttpResponse("<!doctype html><title>gpuportal docs</title><p>The documentation is not built: "
-                            "run <code>mkdocs build</code> in the checkout (<code>make up</code> does).</p>")
-    if path == "" or path.endswith("/"):
-        path += "index.html"
-    response = serve(request, path, document_root=str(root))
-    response["Content-Security-Policy"] = DOCS_CSP
-    return response
-
 
 urlpatterns = [
     path("", include("portal.home.urls")),  # / (name "home") and its live part
