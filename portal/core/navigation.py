@@ -70,20 +70,21 @@ class ShownGroup:
     current: bool
 
 
-def _is_current(url: str, path: str) -> bool:
+def _covers(url: str, path: str) -> bool:
     return path == url or (url != "/" and path.startswith(url))
 
 
 def menus(path: str, is_staff: bool) -> list[ShownGroup]:
     """The groups this user sees (a group with no link for them is left out), the page at `path`
-    marked current, and its group with it."""
+    marked current, and its group with it. One link is current: the longest URL that covers the
+    path (/usage/efficiency/ is Efficiency, not also Usage and budgets)."""
+    shown_links = [[(link, reverse(link.url_name)) for link in group.links if is_staff or not link.staff_only]
+                   for group in GROUPS]
+    covering = [url for links in shown_links for _, url in links if _covers(url, path)]
+    current = max(covering, key=len, default=None)
     shown = []
-    for group in GROUPS:
-        links = tuple(
-            ShownLink(link.label, url, link.id, _is_current(url, path))
-            for link in group.links if is_staff or not link.staff_only
-            for url in [reverse(link.url_name)]
-        )
+    for group, group_links in zip(GROUPS, shown_links, strict=True):
+        links = tuple(ShownLink(link.label, url, link.id, url == current) for link, url in group_links)
         if links:
             shown.append(ShownGroup(group.label, links, any(link.current for link in links)))
     return shown
