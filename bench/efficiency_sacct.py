@@ -15,13 +15,14 @@ with one query; its stand-in here is one `sacct --jobs <id>` with seff's fields 
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+
+from slurm_rpcs import rpcs, wrappers
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,34 +36,8 @@ os.environ.update(
     JUPYTERHUB_API_URL="http://127.0.0.1:9/hub/api", JUPYTERHUB_TIMEOUT_SECONDS="1",
     GPUPORTAL_POLICY_FILE=str(STATE / "policy.json"), GPUPORTAL_QUEUE_FILE=str(STATE / "queue.json"),
 )
-RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
-COMMANDS = ("sinfo", "squeue", "sprio", "sshare", "sacct", "scancel", "scontrol")
 SACCT_RUNS = STATE / "sacct-runs"
 SEFF_FIELDS = "JobID,State,Elapsed,TotalCPU,AllocCPUS,ReqMem,MaxRSS,AllocTRES,Timelimit"
-
-
-def by_user(output: str, user: str) -> int:
-    section = output.split("by user", 1)[1]
-    return sum(int(count) for name, count in RPC.findall(section) if name == user)
-
-
-def rpcs(user: str) -> tuple[int, int]:
-    """(slurmctld, slurmdbd) RPCs counted so far from `user`."""
-    ctld = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
-    dbd = subprocess.run(["sacctmgr", "show", "stats"], capture_output=True, text=True, check=True).stdout
-    return by_user(ctld.split("Pending RPC")[0], user), by_user(dbd, user)
-
-
-def wrappers(user: str) -> Path:
-    """A bin dir whose Slurm commands run as `user`; each sacct run adds a line to SACCT_RUNS."""
-    folder = STATE / f"bin-{user}"
-    folder.mkdir()
-    for command in COMMANDS:
-        count = f"echo >> {SACCT_RUNS}\n" if command == "sacct" else ""
-        path = folder / command
-        path.write_text(f'#!/bin/sh\n{count}exec /usr/sbin/runuser -u {user} -- /usr/bin/{command} "$@"\n')
-        path.chmod(0o755)
-    return folder
 
 
 def sacct_runs() -> int:
@@ -148,7 +123,7 @@ def main() -> None:
     from slurm.adapter import Slurm
     from slurm.runner import SlurmRunner
 
-    slurm = Slurm(SlurmRunner(bin_dir=wrappers("nobody"), timeout=60))
+    slurm = Slurm(SlurmRunner(bin_dir=wrappers(STATE / "bin-nobody", "nobody", SACCT_RUNS), timeout=60))
     job_ids = ended_jobs(max(args.jobs))
     portal_jobs([])
     cycle(slurm)  # a first cycle settles whatever is new

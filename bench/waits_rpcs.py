@@ -18,13 +18,14 @@ same users, as user `daemon`. Needs the bed up (`make up`):
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+
+from slurm_rpcs import rpcs, wrappers
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -37,31 +38,6 @@ os.environ.update(
     JUPYTERHUB_API_URL="http://127.0.0.1:9/hub/api", JUPYTERHUB_TIMEOUT_SECONDS="1",
     GPUPORTAL_POLICY_FILE=str(STATE / "policy.json"), GPUPORTAL_QUEUE_FILE=str(STATE / "queue.json"),
 )
-RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
-COMMANDS = ("sinfo", "squeue", "sprio", "sshare", "sacct", "scancel", "scontrol")
-
-
-def by_user(output: str, user: str) -> int:
-    section = output.split("by user", 1)[1]
-    return sum(int(count) for name, count in RPC.findall(section) if name == user)
-
-
-def rpcs(user: str) -> tuple[int, int]:
-    """(slurmctld, slurmdbd) RPCs counted so far from `user`."""
-    ctld = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
-    dbd = subprocess.run(["sacctmgr", "show", "stats"], capture_output=True, text=True, check=True).stdout
-    return by_user(ctld.split("Pending RPC")[0], user), by_user(dbd, user)
-
-
-def wrappers(user: str) -> Path:
-    """A bin dir whose Slurm commands run as `user`."""
-    folder = STATE / f"bin-{user}"
-    folder.mkdir()
-    for command in COMMANDS:
-        path = folder / command
-        path.write_text(f'#!/bin/sh\nexec /usr/sbin/runuser -u {user} -- /usr/bin/{command} "$@"\n')
-        path.chmod(0o755)
-    return folder
 
 
 def held_jobs(count: int) -> list[str]:
@@ -150,7 +126,7 @@ def main() -> None:
     from slurm.adapter import Slurm
     from slurm.runner import SlurmRunner
 
-    slurm = Slurm(SlurmRunner(bin_dir=wrappers("nobody"), timeout=30))
+    slurm = Slurm(SlurmRunner(bin_dir=wrappers(STATE / "bin-nobody", "nobody"), timeout=30))
     job_ids: list[str] = []
     clients: list = []
     rows = []
