@@ -5,13 +5,14 @@
 A database of its own (`bench_efficiency_reports` on the portal's PostgreSQL server), filled server-side
 with INSERT ... SELECT: `--records` ended jobs (jobs_common.history_fill: one every 10 s, so 4 weeks
 hold ~242,000 of them at 10^6) over `--users` users in 5 directory groups, and one efficiency record
-per job with a share of unknown figures (5 % TotalCPU, 3 % memory, 10 % GPU samples). Requests go
-through the whole Django stack in-process (session login, selectors, templates), without sockets;
-pages are asked in turn, uncached (every request computes its report) and cached (as between two
-writes of the poll cycle). Target (issue 35): the report page's p99 <= 100 ms. A rerun with the same
---records keeps the filled database. Baselines, timed the
-same way in the same run: the /usage/ page (an admin's), and the same 4-week report computed the
-naive way, every record's figures read into Python and summed there.
+per job with a share of unknown figures (5 % TotalCPU, 3 % memory, 10 % GPU samples); the per-day
+sums the reports read (EfficiencyDay) follow, from the database's triggers (or migration 0002's
+fill, on a database filled before it). Requests go through the whole Django stack in-process
+(session login, selectors, templates), without sockets; pages are asked in turn, uncached (every
+request computes its report) and cached (as between two writes of the poll cycle). Target (issue
+35): the report page's p99 <= 100 ms. A rerun with the same --records keeps the filled database.
+Baselines, timed the same way in the same run: the /usage/ page (an admin's), and the same 4-week
+report computed the naive way, every record's figures read into Python and summed there.
 """
 
 import argparse

@@ -52,3 +52,34 @@ class Efficiency(models.Model):
     def __str__(self) -> str:
         owner = f"job {self.job_id}" if self.job_id else f"session {self.session_id}"
         return f"efficiency of {owner}"
+
+
+class EfficiencyDay(models.Model):
+    """A user's records summed per UTC day (of their end), so that a period's report reads a few rows per
+    user instead of every record. Kept by the database (migration 0002's triggers): every insert into
+    Efficiency adds its rows' sums, every delete (with a job or session) subtracts them, in the same
+    statement. Sums in seconds (x MB for memory), exactly the ones portal.efficiency.reports computes."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField(help_text="UTC")
+    jobs = models.PositiveIntegerField(default=0)
+    sessions = models.PositiveIntegerField(default=0)
+    cpu_allocated = models.FloatField(default=0.0)
+    cpu_allocated_known = models.FloatField(default=0.0)
+    cpu_used = models.FloatField(default=0.0)
+    cpu_unknown = models.PositiveIntegerField(default=0)
+    memory_allocated = models.FloatField(default=0.0)
+    memory_allocated_known = models.FloatField(default=0.0)
+    memory_used = models.FloatField(default=0.0)
+    memory_unknown = models.PositiveIntegerField(default=0)
+    gpu_allocated = models.FloatField(default=0.0)
+    gpu_allocated_known = models.FloatField(default=0.0)
+    gpu_used = models.FloatField(default=0.0)
+    gpu_unknown = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "day"], name="efficiency_day_user_day")]
+        indexes = [models.Index(fields=["day"], name="efficiency_day_day")]
+
+    def __str__(self) -> str:
+        return f"efficiency of user {self.user_id} on {self.day}"

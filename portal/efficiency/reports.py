@@ -10,10 +10,12 @@ used, and what was wasted. From the efficiency records only (one per ended job o
 - Wasted: allocated - used, over the records whose figure is known only; `*_unknown` counts the
   others (Slurm or the sampler gave no figure), which are never counted as waste.
 
-One aggregate query (GROUP BY user) per report; groups are rolled up from the users' directory
-groups in Python (a user counts in each of their groups; few users, many records). Reports are
-cached until the next record is written (records are only ever inserted, so the newest id tells),
-at most CACHE_SECONDS: a busy cluster's 4 weeks for everybody are a quarter of a million records.
+One aggregate query per report, GROUP BY user twice in a UNION ALL: the period's whole UTC days from
+the per-day sums (EfficiencyDay, one row per user and day, kept by the database's triggers), the
+partial days at its ends from the records; the same sums, so the same figures. Groups are rolled
+up from the users' directory groups in Python (a user counts in each of their groups; few users,
+many records). Reports are cached until the next record is written (records are only ever
+inserted, so the newest id tells), at most CACHE_SECONDS.
 """
 
 import csv
@@ -23,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar
 
 from django.core.cache import cache
@@ -35,7 +37,7 @@ from redis.exceptions import RedisError
 from portal.accounts.models import User
 from portal.core.csv_cells import csv_cell
 from portal.core.errors import InvalidInput
-from portal.efficiency.models import Efficiency
+from portal.efficiency.models import Efficiency, EfficiencyDay
 
 DEFAULT_SPAN = timedelta(weeks=4)
 MAX_RANGE = timedelta(days=3 * 366)
@@ -124,12 +126,42 @@ def report_range(query: ReportQuery, *, now: datetime | None = None) -> tuple[da
     return since, until
 
 
-def _visible(user: User, username: str | None) -> QuerySet[Efficiency]:
+M = TypeVar("M", Efficiency, EfficiencyDay)
+
+
+def _visible(rows: QuerySet[M], user: User, username: str | None) -> QuerySet[M]:
     """Users see their own records; admins everybody's, or one user's with `username`."""
-    records = Efficiency.objects.all()
     if not user.is_staff:
-        return records.filter(user=user)
-    return records.filter(user__username=username) if username else records
+        return rows.filter(user=user)
+    return rows.filter(user__username=username) if username else rows
+
+
+def _day_start(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def _per_user(visible: Callable[[QuerySet], QuerySet], since: datetime,
+              until: datetime) -> dict[int, dict[str, Any]]:
+    """The _SUMS of each user's records that ended in [since, until): its whole UTC days from
+    EfficiencyDay, the partial days at its ends from the records; one query."""
+    first = since.astimezone(UTC).date()
+    if _day_start(first) < since:
+        first += timedelta(days=1)
+    last = until.astimezone(UTC).date()  # whole days: [first, last)
+    if first < last:
+        edges = Q(ended_at__gte=since, ended_at__lt=_day_start(first)) | Q(
+            ended_at__gte=_day_start(last), ended_at__lt=until)
+        parts = [visible(EfficiencyDay.objects.filter(day__gte=first, day__lt=last)).values("user_id")
+                 .annotate(**{key: Sum(key) for key in _SUMS}).order_by()]
+    else:
+        edges, parts = Q(ended_at__gte=since, ended_at__lt=until), []
+    rows = visible(Efficiency.objects.filter(edges)).values("user_id").annotate(**_SUMS).order_by()
+    per_user: dict[int, dict[str, Any]] = defaultdict(lambda: dict.fromkeys(_SUMS, 0))
+    for row in rows.union(*parts, all=True):
+        sums = per_user[row.pop("user_id")]
+        for key, value in row.items():
+            sums[key] += value or 0
+    return per_user
 
 
 def _figures(sums: dict[str, Any]) -> dict[str, Any]:
@@ -155,11 +187,7 @@ def efficiency_report(*, user: User, query: ReportQuery, now: datetime | None = 
 
 
 def _report_rows(user: User, query: ReportQuery, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    per_user = {
-        row.pop("user_id"): row
-        for row in _visible(user, query.username).filter(ended_at__gte=since, ended_at__lt=until)
-        .values("user_id").annotate(**_SUMS).order_by()
-    }
+    per_user = _per_user(lambda rows: _visible(rows, user, query.username), since, until)
     totals: dict[str, dict[str, Any]] = defaultdict(lambda: dict.fromkeys(_SUMS, 0))
     for owner in User.objects.filter(pk__in=per_user).only("username", "ldap_groups"):
         names = [owner.username] if query.group_by == "user" else (owner.ldap_groups or ["(no group)"])
@@ -210,34 +238,38 @@ def wasteful_until(now: datetime | None = None) -> datetime:
 
 def wasteful_users(*, now: datetime | None = None) -> list[WastefulUser]:
     """For admins: the users who wasted most in the 7 days up to wasteful_until(now) (GPU-hours
-    first, then CPU-hours), each with their worst jobs or sessions. Three queries, whatever the
+    first, then CPU-hours), each with their worst jobs or sessions. Four queries, whatever the
     number of records (one once cached)."""
     until = wasteful_until(now)
     return _cached(("wasteful", until), lambda: _wasteful(until))
 
 
 def _wasteful(until: datetime) -> list[WastefulUser]:
-    week = Efficiency.objects.filter(ended_at__gte=until - WASTEFUL_SPAN, ended_at__lt=until)
-    top = list(
-        week.values("user_id", "user__username")
-        .annotate(gpu_wasted=Sum(_GPU_WASTED), cpu_wasted=Sum(_CPU_WASTED))
-        .filter(Q(gpu_wasted__gt=0) | Q(cpu_wasted__gt=0))
-        .order_by("-gpu_wasted", "-cpu_wasted", "user__username")[:WASTEFUL_USERS]
-    )
+    since = until - WASTEFUL_SPAN
+    # A user's waste: what was allocated where the use is known, less the use (the records' sum).
+    wasted = {owner: ((sums["gpu_allocated_known"] - sums["gpu_used"]) / SECONDS_PER_HOUR,
+                      (sums["cpu_allocated_known"] - sums["cpu_used"]) / SECONDS_PER_HOUR)
+              for owner, sums in _per_user(lambda rows: rows, since, until).items()}
+    wasted = {owner: waste for owner, waste in wasted.items() if waste[0] > 0 or waste[1] > 0}
+    names = dict(User.objects.filter(pk__in=wasted).values_list("pk", "username"))
+    top = sorted(wasted, key=lambda owner: (-wasted[owner][0], -wasted[owner][1], names[owner]))[
+        :WASTEFUL_USERS]
     worst: dict[int, list[WastedRun]] = defaultdict(list)
+    # Ranked without the jobs' and sessions' names: those are joined for the winners only, by id (the
+    # LIMIT, never reached, tells the planner how few they are).
+    week = Efficiency.objects.filter(ended_at__gte=since, ended_at__lt=until, user_id__in=top)
+    best = week.annotate(rank=Window(RowNumber(), partition_by=F("user_id"), order_by=[
+        _GPU_WASTED.desc(), _CPU_WASTED.desc(), F("id").desc()])).filter(rank__lte=WORST_PER_USER)
     ranked = (
-        week.filter(user_id__in=[row["user_id"] for row in top])
-        .annotate(gpu_wasted=_GPU_WASTED, cpu_wasted=_CPU_WASTED, rank=Window(
-            RowNumber(), partition_by=F("user_id"),
-            order_by=[F("gpu_wasted").desc(), F("cpu_wasted").desc(), F("id").desc()]))
-        .filter(rank__lte=WORST_PER_USER)
+        Efficiency.objects.filter(id__in=best.values("id")[:WASTEFUL_USERS * WORST_PER_USER])
+        .annotate(gpu_wasted=_GPU_WASTED, cpu_wasted=_CPU_WASTED)
         .values("user_id", "job_id", "job__name", "session__name", "ended_at", "gpu_wasted", "cpu_wasted")
-        .order_by("user_id", "rank")
+        .order_by("user_id", "-gpu_wasted", "-cpu_wasted", "-id")
     )
     for run in ranked:
         worst[run["user_id"]].append(WastedRun(
             job_id=run["job_id"], session_name=run["session__name"],
             name=run["job__name"] if run["job_id"] else run["session__name"], ended_at=run["ended_at"],
             gpu_wasted=round(run["gpu_wasted"], 3), cpu_wasted=round(run["cpu_wasted"], 3)))
-    return [WastefulUser(username=row["user__username"], gpu_wasted=round(row["gpu_wasted"], 3),
-                         cpu_wasted=round(row["cpu_wasted"], 3), worst=worst[row["user_id"]]) for row in top]
+    return [WastefulUser(username=names[owner], gpu_wasted=round(wasted[owner][0], 3),
+                         cpu_wasted=round(wasted[owner][1], 3), worst=worst[owner]) for owner in top]

@@ -1,13 +1,13 @@
 """Efficiency records written by the poll cycle, with a stand-in Slurm: one `efficiency` call for all
 ended work, Slurm's figures and the samplers' GPU figures in one row each, slurmdbd's lag, Slurm
-failing, and the optional mail."""
+failing, the optional mail, and the per-day sums the database keeps beside them."""
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from portal.efficiency.models import Efficiency
+from portal.efficiency.models import Efficiency, EfficiencyDay
 from portal.efficiency.services import efficiency_record
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import Job, JobState
@@ -165,3 +165,25 @@ def test_the_figures_are_mailed_after_commit_to_who_asked_for_the_end_mail(
     for line in ("CPU: 25 % of 4 CPUs", "Memory: 1 % of the memory", "GPU: 0 % mean",
                  "Time: 3 % of the time"):
         assert line in mail.body
+
+
+def test_the_day_sums_follow_the_records_inserted_and_deleted(monkeypatch):
+    user = UserFactory()
+    first, second = ended_job(user=user), ended_job(user=user, minutes_ago=2)
+    slurm = FakeSlurm(jobs={job.slurm_job_id: figures(job.slurm_job_id) for job in (first, second)})
+    # Another cycle recorded the first job meanwhile: its conflicting row is skipped, and not added twice.
+    monkeypatch.setattr("portal.efficiency.services._due", lambda now: ([first, second], []))
+    efficiency_record(slurm=FakeSlurm(jobs={first.slurm_job_id: figures(first.slurm_job_id)}), now=NOW)
+    assert efficiency_record(slurm=slurm, now=NOW) == 2
+    [day] = EfficiencyDay.objects.filter(user=user)
+    assert (day.day, day.jobs, day.sessions, day.cpu_allocated, day.cpu_used) == (
+        NOW.date(), 2, 0, 2 * 4 * 120, 2 * 30.0)
+    assert (day.memory_unknown, day.gpu_allocated, day.gpu_unknown) == (0, 2 * 2 * 120, 2)
+    first.delete()  # its record goes with it, and out of the sums
+    day.refresh_from_db()
+    assert (day.jobs, day.cpu_allocated, day.gpu_unknown) == (1, 4 * 120, 1)
+    Efficiency.objects.filter(job=second).update(cpus=8, gpu_util_percent=50.0)  # never done, but followed
+    day = EfficiencyDay.objects.get(user=user)
+    assert (day.jobs, day.cpu_allocated, day.gpu_used, day.gpu_unknown) == (1, 8 * 120, 120, 0)
+    second.delete()  # a day left without records goes
+    assert not EfficiencyDay.objects.filter(user=user).exists()
