@@ -150,7 +150,8 @@ def test_login_page_static_files_and_security_headers(production_portal):
     assert page.headers["Strict-Transport-Security"].startswith("max-age=31536000")
     assert page.headers["X-Content-Type-Options"] == "nosniff"
     assert page.headers["X-Frame-Options"] == "DENY"
-    csrf = _cookie(page, "csrftoken")
+    csrf = _cookie(page, "__Host-csrftoken")
+    assert "Path=/" in csrf and "Domain" not in csrf  # what the __Host- prefix needs
     assert "Secure" in csrf and "SameSite=Lax" in csrf
 
     stylesheets = re.findall(r'href="(/static/[^"]+\.css)"', page.text)
@@ -168,10 +169,10 @@ def test_login_sets_a_secure_http_only_session_cookie(production_portal):
     response = requests.post(
         f"{production_portal.url}/accounts/login/", allow_redirects=False, timeout=30,
         headers={**HTTPS, "Origin": origin, "Referer": f"{origin}/accounts/login/",
-                 "Cookie": f"csrftoken={page.cookies['csrftoken']}"},
+                 "Cookie": f"__Host-csrftoken={page.cookies['__Host-csrftoken']}"},
         data={"username": "alice", "password": DEMO_PASSWORDS["alice"], "csrfmiddlewaretoken": token})
     assert response.status_code == 302, response.text[:500]
-    session = _cookie(response, "sessionid")
+    session = _cookie(response, "__Host-sessionid")
     assert "Secure" in session and "HttpOnly" in session and "SameSite=Lax" in session
 
 
@@ -243,7 +244,7 @@ def test_behind_the_shipped_nginx_site_over_real_tls(nginx_front):
     status, head = _head(_curl(https_port, "/accounts/login/", workdir))
     assert status == 200, head
     assert "strict-transport-security: max-age=31536000" in head
-    assert re.search(r"set-cookie: csrftoken=[^\n]*; secure", head)
+    assert re.search(r"set-cookie: __host-csrftoken=[^\n]*; secure", head)
     # A client claiming plain http cannot talk the portal out of https: nginx sets the header itself.
     status, head = _head(_curl(https_port, "/accounts/login/", workdir, "-H", "X-Forwarded-Proto: http"))
     assert status == 200, head
