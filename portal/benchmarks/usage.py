@@ -17,10 +17,9 @@ from django.db.models.functions import TruncMonth, TruncWeek
 from django.utils import timezone
 
 from portal.accounts.models import User
-from portal.core.errors import InvalidInput
+from portal.core.periods import period_bounds
 from portal.jobs.models import TERMINAL_STATES, Job, JobState
 
-MAX_RANGE = timedelta(days=3 * 366)
 COLUMNS = (
     "period",
     "period_start",
@@ -46,17 +45,8 @@ class UsageQuery:
 
 def usage_range(query: UsageQuery) -> tuple[datetime, datetime]:
     """[since, until): by default the last 12 weeks (by week) or year (by month)."""
-    until = query.until or timezone.now()
     span = timedelta(weeks=12) if query.period == "week" else timedelta(days=366)
-    try:
-        since = query.since or until - span
-    except OverflowError:  # an `until` in year 1
-        raise InvalidInput({"until": ["Too early: give `since` too, or a later date."]}) from None
-    if since >= until:
-        raise InvalidInput({"since": ["Must be before `until`."]})
-    if until - since > MAX_RANGE:
-        raise InvalidInput({"since": ["At most three years at once."]})
-    return since, until
+    return period_bounds(query.since, query.until or timezone.now(), span=span)
 
 
 def usage_rows(*, user: User, query: UsageQuery) -> list[dict[str, Any]]:

@@ -36,11 +36,10 @@ from redis.exceptions import RedisError
 
 from portal.accounts.models import User
 from portal.core.csv_cells import csv_cell
-from portal.core.errors import InvalidInput
+from portal.core.periods import period_bounds
 from portal.efficiency.models import Efficiency, EfficiencyDay
 
 DEFAULT_SPAN = timedelta(weeks=4)
-MAX_RANGE = timedelta(days=3 * 366)
 WASTEFUL_SPAN = timedelta(days=7)  # "this week": the last 7 days, never a near-empty Monday
 WASTEFUL_USERS = 10
 WORST_PER_USER = 3
@@ -114,16 +113,7 @@ def _cached(parts: tuple, compute: Callable[[], T]) -> T:
 
 def report_range(query: ReportQuery, *, now: datetime | None = None) -> tuple[datetime, datetime]:
     """[since, until): by default the 4 weeks up to now (the next whole minute)."""
-    until = query.until or _minute_up(now or timezone.now())
-    try:
-        since = query.since or until - DEFAULT_SPAN
-    except OverflowError:  # an `until` in year 1
-        raise InvalidInput({"until": ["Too early: give `since` too, or a later date."]}) from None
-    if since >= until:
-        raise InvalidInput({"since": ["Must be before `until`."]})
-    if until - since > MAX_RANGE:
-        raise InvalidInput({"since": ["At most three years at once."]})
-    return since, until
+    return period_bounds(query.since, query.until or _minute_up(now or timezone.now()), span=DEFAULT_SPAN)
 
 
 M = TypeVar("M", Efficiency, EfficiencyDay)
