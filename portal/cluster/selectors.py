@@ -35,3 +35,12 @@ def cluster_overview() -> ClusterOverview:
         checked_at=status.checked_at,
         error=status.error,
     )
+
+
+def slurm_known_down() -> bool:
+    """The last poll found Slurm unreachable: leave submissions to the cycle that sees it back,
+    rather than tie up every worker in sbatch timeouts."""
+    status = PollStatus.objects.filter(pk=1).values("error", "checked_at").first()
+    recent = timedelta(seconds=2 * settings.SLURM_POLL_SECONDS)
+    return bool(status and status["error"] and status["checked_at"]
+                and timezone.now() - status["checked_at"] < recent)

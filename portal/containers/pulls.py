@@ -19,6 +19,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from portal.accounts.models import User
+from portal.cluster.selectors import slurm_known_down
 from portal.containers.models import Image, Pull, RegistryCredential
 from portal.containers.references import Reference, ReferenceInvalid, reference_parse
 from portal.containers.runtimes import (
@@ -42,7 +43,6 @@ from portal.core.slurm_work import (
     work_apply_queue,
     work_dispatch,
 )
-from portal.jobs.services.submission import slurm_known_down
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError

@@ -21,13 +21,13 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.cluster.models import PollStatus, SlurmJob
+from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import Conflict, InvalidInput, Unavailable
 from portal.core.slurm_work import WorkKind, lease_claim, sbatch_attempt, work_dispatch
 from portal.environments.models import Environment
 from portal.jobs.job_templates import TemplateError
 from portal.jobs.models import Job
 from portal.jobs.services.prepare import unix_account
-from portal.jobs.services.submission import slurm_known_down
 from portal.servers.models import NotebookServer
 from portal.webapps.catalog import command_render, parameters_clean
 from portal.webapps.models import ACTIVE_STATES, COMMENT_PREFIX, App, AppState, AppType

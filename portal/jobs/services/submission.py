@@ -19,7 +19,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -29,7 +28,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from portal.accounts.models import User
-from portal.cluster.models import PollStatus
+from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.report_tokens import report_token
@@ -110,15 +109,6 @@ def jobs_submit_first_attempts(*, job_ids: Sequence[int]) -> None:
         return
     if jobs := jobs_claim(job_ids=job_ids):
         jobs_sbatch(jobs=jobs, slurm=Slurm.from_settings())
-
-
-def slurm_known_down() -> bool:
-    """The last poll found Slurm unreachable: leave submissions to the cycle that sees it back,
-    rather than tie up every worker in sbatch timeouts."""
-    status = PollStatus.objects.filter(pk=1).values("error", "checked_at").first()
-    recent = timedelta(seconds=2 * settings.SLURM_POLL_SECONDS)
-    return bool(status and status["error"] and status["checked_at"]
-                and timezone.now() - status["checked_at"] < recent)
 
 
 def jobs_claim(*, job_ids: Sequence[int]) -> list[Job]:
