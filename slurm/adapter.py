@@ -22,6 +22,8 @@ from slurm.runner import SlurmRunner, failure
 logger = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"^[1-9][0-9]{0,15}$")
+# sbatch --parsable's answer: the job id (an array's base id), then ";cluster" on a federation.
+_SUBMITTED = re.compile(r"^([1-9][0-9]{0,15})(?:;[A-Za-z0-9_.-]+)?$")
 # What sacctmgr accepts as an account name without quoting questions (lower case, as it stores them).
 _ACCOUNT = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
@@ -112,7 +114,7 @@ class Slurm:
             args.append(f"--export={','.join([*secrets, *(environment or {})])}")
         output = self.runner.run("sbatch", args, as_user=user, stdin=script,
                                  secrets={**(environment or {}), **(secrets or {})} or None)
-        return submitted_job_id(output.strip().split(";", 1)[0], source="sbatch")
+        return submitted_job_id(output.strip(), source="sbatch")
 
     @contextlib.contextmanager
     def submitter(self, *, user: str, jobs: int) -> Iterator[Submit]:
@@ -245,19 +247,22 @@ class Slurm:
 
 
 def submitted_job_id(answer: str, *, source: str) -> str:
-    """The job id a submission answered. Anything else means Slurm may or may not hold the job:
-    uncertain (SlurmTimedOut), so the job is looked up by its comment before any retry, and a
-    malformed id never reaches the database or a later sacct."""
-    if not _JOB_ID.fullmatch(answer):
+    """The job id a submission answered (`--parsable`: digits, then `;cluster` where there is one).
+    Anything else means Slurm may or may not hold the job: uncertain (SlurmTimedOut), so the job is
+    looked up by its comment before any retry, and a malformed id never reaches the database or a
+    later sacct."""
+    if not (match := _SUBMITTED.fullmatch(answer)):
         raise SlurmTimedOut(f"{source} answered what is not a job id: {answer[:200]!r}")
-    return answer
+    return match[1]
 
 
 def accounting_by_id(job_ids: Sequence[str],
                      read: Callable[[list[str]], parsing.Parsed[T]]) -> parsing.Parsed[T]:
     """Accounting rows of many jobs, read ACCOUNTING_CHUNK ids at a time, so that neither a
-    malformed id (skipped here) nor one refused read stops the other jobs from reaching their final
-    state. `malformed` counts the rows and ids skipped. Slurm being unreachable still raises."""
+    malformed id (skipped here) nor an id Slurm refuses stops the other jobs from reaching their
+    final state: a refused read is halved until the ids it refuses are alone, and those are skipped
+    (left for the next cycle). `malformed` counts the rows and ids skipped. Slurm being
+    unreachable still raises."""
     unique = list(dict.fromkeys(job_ids))
     valid = [job_id for job_id in unique if _JOB_ID.fullmatch(job_id) or parsing.array_tasks(job_id)]
     skipped = len(unique) - len(valid)
@@ -265,14 +270,19 @@ def accounting_by_id(job_ids: Sequence[str],
         logger.warning("accounting: %d malformed job ids skipped: %.200r",
                        skipped, [job_id for job_id in unique if job_id not in valid])
     rows: list[T] = []
-    for start in range(0, len(valid), ACCOUNTING_CHUNK):
-        chunk = valid[start:start + ACCOUNTING_CHUNK]
+    chunks = [valid[start:start + ACCOUNTING_CHUNK] for start in range(0, len(valid), ACCOUNTING_CHUNK)]
+    while chunks:
+        chunk = chunks.pop(0)
         try:
             parsed = read(chunk)
         except SlurmRejected as error:
-            logger.warning("accounting of jobs %s..%s refused, left for the next cycle: %s",
-                           chunk[0], chunk[-1], error.message)
-            skipped += len(chunk)
+            if len(chunk) > 1:
+                half = len(chunk) // 2
+                chunks[:0] = [chunk[:half], chunk[half:]]
+                continue
+            logger.warning("accounting of job %s refused, left for the next cycle: %s", chunk[0],
+                           error.message)
+            skipped += 1
             continue
         rows += parsed.rows
         skipped += parsed.malformed

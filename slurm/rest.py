@@ -27,12 +27,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import requests
+import urllib3
 from django.conf import settings
 
 from slurm import parsing, states
 from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm, Submit, accounting_by_id, submitted_job_id
-from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
-from slurm.runner import TIMED_OUT, UNREACHABLE, SlurmRunner
+from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable, slurm_failure
+from slurm.runner import SlurmRunner
 from slurm.tokens import TokenCache
 
 logger = logging.getLogger(__name__)
@@ -41,10 +42,6 @@ T = TypeVar("T")
 API = "/slurm/v0.0.38"
 DB_API = "/slurmdb/v0.0.38"
 CONNECT_TIMEOUT_SECONDS = 5.0
-# Slurm's own error numbers for "the controller / database did not answer" (slurm_errno.h), besides
-# the messages the command path knows (runner.UNREACHABLE).
-_UNREACHABLE_ERRORS = frozenset({1000, 1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804,
-                                 5004, 5005, 7000, 7001})
 # Slurm's NO_VAL and INFINITE for a 32-bit field: "not set" and "no limit".
 _NO_VAL32 = 0xFFFFFFFE
 
@@ -199,8 +196,8 @@ class SlurmRest(Slurm):
               query: Mapping[str, str] | None = None, sent_is_uncertain: bool = False) -> dict[str, Any]:
         """One request as `user`; Slurm's errors in the answer raise as the command path's would
         (a lost answer of slurmctld's, "Socket timed out", is SlurmTimedOut). `sent_is_uncertain`: a
-        5xx that names no Slurm error is SlurmTimedOut too (slurmrestd may have acted), not
-        SlurmUnreachable."""
+        5xx that names no Slurm error, or a connection dropped after the request went out, is
+        SlurmTimedOut too (slurmrestd may have acted), not SlurmUnreachable."""
         if self.tokens is None:
             raise SlurmUnreachable("no token source for slurmrestd")
         headers = {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self.tokens.token(user)}
@@ -212,6 +209,11 @@ class SlurmRest(Slurm):
             raise SlurmUnreachable(f"slurmrestd at {self.url} did not answer: {error}") from error
         except requests.Timeout as error:
             raise SlurmTimedOut(f"slurmrestd did not answer within {self.runner.timeout:.0f} s") from error
+        except requests.ConnectionError as error:
+            # Dropped after the request went out (not refused): slurmrestd may have acted on it.
+            dropped = bool(error.args) and isinstance(error.args[0], urllib3.exceptions.ProtocolError)
+            raise slurm_failure(f"cannot reach slurmrestd at {self.url}: {error}",
+                                lost=dropped and sent_is_uncertain, unreachable=True) from error
         except requests.RequestException as error:
             raise SlurmUnreachable(f"cannot reach slurmrestd at {self.url}: {error}") from error
         if response.status_code in (401, 403):
@@ -233,14 +235,19 @@ def _answer(response: requests.Response, *, sent_is_uncertain: bool) -> dict[str
         if response.status_code < 500:
             raise SlurmRejected(message)
         # It took the request and failed without saying how: whatever it had done is unknown.
-        raise (SlurmTimedOut if sent_is_uncertain else SlurmUnreachable)(message)
+        raise slurm_failure(message, lost=sent_is_uncertain, unreachable=True)
     errors = [error for error in answer.get("errors") or [] if isinstance(error, dict)]
     if response.ok:
         # A success may carry Slurm's note too (a held job: "Job is in held state...").
         for error in errors:
             logger.debug("slurmrestd: %s", _message(error))
         return answer
-    raise _error(errors) if errors else SlurmRejected(f"slurmrestd answered HTTP {response.status_code}")
+    if not errors:
+        message = f"slurmrestd answered HTTP {response.status_code}"
+        if response.status_code < 500:
+            raise SlurmRejected(message)
+        raise slurm_failure(message, lost=sent_is_uncertain, unreachable=True)
+    raise _error(errors)
 
 
 def _message(error: Mapping[str, Any]) -> str:
@@ -248,19 +255,17 @@ def _message(error: Mapping[str, Any]) -> str:
     return text or f"Slurm error {error.get('error_number', error.get('error_code'))}"
 
 
-def _error(errors: list[dict[str, Any]]) -> SlurmRejected | SlurmUnreachable:
-    """Slurm's messages ('description: error' each), as the class the command path would raise."""
-    unreachable = False
-    for error in errors:
-        number = error.get("error_number", error.get("error_code"))
-        unreachable |= (number in _UNREACHABLE_ERRORS or bool(UNREACHABLE.search(_message(error)))
-                        # Loading the jobs fails this way only when slurmctld does not answer.
-                        or (number == -1 and error.get("source") == "slurm_load_jobs"))
+def _error(errors: list[dict[str, Any]]) -> SlurmError:
+    """Slurm's messages ('description: error' each), as the class the command path would raise
+    (slurm.errors.slurm_failure: by its words and its error numbers)."""
+    numbers = [number for error in errors
+               if isinstance(number := error.get("error_number", error.get("error_code")), int)]
+    # Loading the jobs fails this way only when slurmctld does not answer.
+    load_failed = any(error.get("error_number", error.get("error_code")) == -1
+                      and error.get("source") == "slurm_load_jobs" for error in errors)
     message = "\n".join(_message(error) for error in errors)
     logger.info("slurmrestd refused a request: %s", message)
-    if TIMED_OUT.search(message):
-        return SlurmTimedOut(message)
-    return SlurmUnreachable(message) if unreachable else SlurmRejected(message)
+    return slurm_failure(message, errnos=numbers, unreachable=load_failed)
 
 
 # --- #SBATCH lines -> job properties ---

@@ -12,21 +12,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm.errors import SlurmRejected, SlurmTimedOut, SlurmUnreachable
+from slurm.errors import SlurmRejected, SlurmTimedOut, SlurmUnreachable, slurm_failure
 from slurm.parsing import TIME_FORMAT
 
 logger = logging.getLogger(__name__)
 
-# What Slurm's clients print when slurmctld or slurmdbd does not answer (slurmrestd relays the same).
-UNREACHABLE = re.compile(
-    r"Unable to contact slurm controller|Socket timed out|Connection refused|"
-    r"Zero Bytes were transmitted|Problem talking to the database|"
-    r"slurm_persist_conn_open|Communication connection failure|Unable to establish",
-    re.IGNORECASE,
-)
-# Of those, the ones where the request reached slurmctld and its answer was lost: it may have acted
-# (an sbatch may have made the job), so the outcome is uncertain, not "not done".
-TIMED_OUT = re.compile(r"Socket timed out|Zero Bytes were transmitted", re.IGNORECASE)
 _NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 
 # Slurm prints and reads timestamps in the client's time zone: pin both so that parsing.parse_time
@@ -168,12 +158,8 @@ class Conversation:
 
 
 def failure(command: str, stderr: str, returncode: int) -> SlurmUnreachable | SlurmRejected:
-    """What a Slurm command's failure means: Slurm may have acted and its answer was lost
-    (SlurmTimedOut), Slurm did not answer (retry later), or it refused."""
-    message = _clean(stderr) or f"{command} exited with {returncode}"
-    if TIMED_OUT.search(stderr):
-        return SlurmTimedOut(message)
-    return SlurmUnreachable(message) if UNREACHABLE.search(stderr) else SlurmRejected(message)
+    """What a Slurm command's failure means (slurm.errors.slurm_failure decides it)."""
+    return slurm_failure(_clean(stderr) or f"{command} exited with {returncode}")
 
 
 def _environment() -> dict[str, str]:
