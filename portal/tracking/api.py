@@ -75,7 +75,8 @@ def _request_fields(request: Request) -> dict[str, Any]:
 def experiment_create(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     experiment = services.experiment_create(
         user=request.user, name=v.string(data, "name", required=True),
-        artifact_location=v.string(data, "artifact_location"), tags=v.object_list(data, "tags"))
+        artifact_location=v.string(data, "artifact_location"), tags=v.object_list(data, "tags"),
+        grant=grant_of(request))
     return {"experiment_id": str(experiment.pk)}
 
 
@@ -104,12 +105,13 @@ def experiment_search(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 
 def experiment_update(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     services.experiment_rename(user=request.user, experiment_id=v.experiment_id_of(data.get("experiment_id")),
-                               new_name=v.string(data, "new_name", required=True))
+                               new_name=v.string(data, "new_name", required=True), grant=grant_of(request))
     return {}
 
 
 def experiment_delete(request: Request, data: dict[str, Any]) -> dict[str, Any]:
-    services.experiment_delete(user=request.user, experiment_id=v.experiment_id_of(data.get("experiment_id")))
+    services.experiment_delete(user=request.user, experiment_id=v.experiment_id_of(data.get("experiment_id")),
+                               grant=grant_of(request))
     return {}
 
 
@@ -130,12 +132,12 @@ def run_get(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 def run_update(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     run = services.run_update(user=request.user, run_id=v.run_id_of(data), status=v.string(data, "status"),
                               end_time=v.int64("end_time", data.get("end_time"), minimum=0),
-                              run_name=v.string(data, "run_name"))
+                              run_name=v.string(data, "run_name"), grant=grant_of(request))
     return {"run_info": run_info_json(run)}
 
 
 def run_delete(request: Request, data: dict[str, Any]) -> dict[str, Any]:
-    services.run_delete(user=request.user, run_id=v.run_id_of(data))
+    services.run_delete(user=request.user, run_id=v.run_id_of(data), grant=grant_of(request))
     return {}
 
 
@@ -157,30 +159,35 @@ def run_search(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 
 def log_batch(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=v.object_list(data, "metrics"),
-                       params=v.object_list(data, "params"), tags=v.object_list(data, "tags"))
+                       params=v.object_list(data, "params"), tags=v.object_list(data, "tags"),
+                       grant=grant_of(request))
     return {}
 
 
 def log_metric(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     metric = {field: data.get(field) for field in ("key", "value", "timestamp", "step")}
-    services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=[metric], params=[], tags=[])
+    services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=[metric], params=[], tags=[],
+                       grant=grant_of(request))
     return {}
 
 
 def log_param(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     param = {"key": data.get("key"), "value": data.get("value")}
-    services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=[], params=[param], tags=[])
+    services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=[], params=[param], tags=[],
+                       grant=grant_of(request))
     return {}
 
 
 def set_tag(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     tag = {"key": data.get("key"), "value": data.get("value")}
-    services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=[], params=[], tags=[tag])
+    services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=[], params=[], tags=[tag],
+                       grant=grant_of(request))
     return {}
 
 
 def delete_tag(request: Request, data: dict[str, Any]) -> dict[str, Any]:
-    services.tag_delete(user=request.user, run_id=v.run_id_of(data), key=v.string(data, "key", required=True))
+    services.tag_delete(user=request.user, run_id=v.run_id_of(data), key=v.string(data, "key", required=True),
+                        grant=grant_of(request))
     return {}
 
 

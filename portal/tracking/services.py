@@ -1,5 +1,6 @@
 """Writes for experiment tracking, with MLflow's rules: names unique per owner, params immutable,
-MLflow's limits (portal.tracking.validation), writes only to the caller's own active runs."""
+MLflow's limits (portal.tracking.validation), writes only to the caller's own active runs; with a
+job's or session's tracking token, only within its scope (portal.tracking.scopes)."""
 
 import math
 import time
@@ -24,8 +25,8 @@ from portal.tracking.models import (
     RunStatus,
     Tag,
 )
+from portal.tracking.scopes import TrackingGrant
 from portal.tracking.selectors import DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, experiment_get, run_get
-from portal.tracking.tokens import TrackingGrant
 
 RUN_NAME_TAG = "mlflow.runName"
 USER_TAG = "mlflow.user"
@@ -53,9 +54,12 @@ def _artifact_location_check(user: Any, location: str) -> str:
 
 
 def experiment_create(*, user: Any, name: str, artifact_location: str = "",
-                      tags: list[dict[str, Any]] | None = None) -> Experiment:
+                      tags: list[dict[str, Any]] | None = None,
+                      grant: TrackingGrant | None = None) -> Experiment:
     if not name:
         raise v.missing("name")
+    if grant is not None:
+        grant.experiment_check(name)
     if len(name) > v.MAX_EXPERIMENT_NAME_LENGTH:
         raise v.invalid("name", f"Experiment name exceeds the maximum length of "
                                 f"{v.MAX_EXPERIMENT_NAME_LENGTH} characters")
@@ -89,8 +93,11 @@ def experiment_for_write(*, user: Any, experiment_id: int) -> Experiment:
     return experiment_get(user=user, experiment_id=experiment_id, write=True)
 
 
-def experiment_rename(*, user: Any, experiment_id: int, new_name: str) -> None:
+def experiment_rename(*, user: Any, experiment_id: int, new_name: str,
+                      grant: TrackingGrant | None = None) -> None:
     experiment = experiment_for_write(user=user, experiment_id=experiment_id)
+    if grant is not None:
+        raise grant.refuse("rename experiments")
     if experiment.lifecycle_stage != LifecycleStage.ACTIVE:
         raise v.invalid("experiment_id", "Cannot rename a non-active experiment.")
     if len(new_name) > v.MAX_EXPERIMENT_NAME_LENGTH:
@@ -103,17 +110,27 @@ def experiment_rename(*, user: Any, experiment_id: int, new_name: str) -> None:
         raise Conflict(f"Experiment(name={new_name}) already exists.", code="already_exists") from None
 
 
-def experiment_delete(*, user: Any, experiment_id: int) -> None:
+def experiment_delete(*, user: Any, experiment_id: int, grant: TrackingGrant | None = None) -> None:
     """Marks the experiment and its runs deleted, as MLflow does (the rows stay; the name stays taken)."""
     experiment = experiment_for_write(user=user, experiment_id=experiment_id)
+    if grant is not None:
+        raise grant.refuse("delete experiments")
     with transaction.atomic():
         Experiment.objects.filter(pk=experiment.pk).update(lifecycle_stage=LifecycleStage.DELETED,
                                                            last_update_time=now_ms())
         Run.objects.filter(experiment=experiment).update(lifecycle_stage=LifecycleStage.DELETED)
 
 
-def _active_run(user: Any, run_id: str) -> Run:
+def _run_for_write(user: Any, run_id: str, grant: TrackingGrant | None) -> Run:
+    """The user's own run; with a tracking token, only one of the token's own runs."""
     run = run_get(user=user, run_id=run_id, write=True)
+    if grant is not None:
+        grant.run_check(run)
+    return run
+
+
+def _active_run(user: Any, run_id: str, grant: TrackingGrant | None) -> Run:
+    run = _run_for_write(user, run_id, grant)
     if run.lifecycle_stage != LifecycleStage.ACTIVE:
         raise v.invalid("run_id", f"The run {run_id} must be in the 'active' state. "
                                   f"Current state is {run.lifecycle_stage}.")
@@ -124,7 +141,11 @@ def run_create(*, user: Any, experiment_id: int, start_time: int | None, run_nam
                tags: list[dict[str, Any]], grant: TrackingGrant | None = None) -> Run:
     """A new RUNNING run. Its artifact_uri is a folder under the experiment's location (the owner's
     home): the client writes artifacts there itself. A job's or session's token links the run to it."""
+    if grant is not None and experiment_id == DEFAULT_EXPERIMENT_ID:
+        grant.experiment_check(DEFAULT_EXPERIMENT_NAME)  # before the Default is made on first use
     experiment = experiment_for_write(user=user, experiment_id=experiment_id)
+    if grant is not None:
+        grant.experiment_check(experiment.name)
     if experiment.lifecycle_stage != LifecycleStage.ACTIVE:
         raise v.invalid("experiment_id", f"The experiment {experiment.pk} must be in the 'active' state. "
                                          f"Current state is {experiment.lifecycle_stage}.")
@@ -150,8 +171,9 @@ def run_create(*, user: Any, experiment_id: int, start_time: int | None, run_nam
     return run
 
 
-def run_update(*, user: Any, run_id: str, status: str, end_time: int | None, run_name: str) -> Run:
-    run = _active_run(user, run_id)
+def run_update(*, user: Any, run_id: str, status: str, end_time: int | None, run_name: str,
+               grant: TrackingGrant | None = None) -> Run:
+    run = _active_run(user, run_id, grant)
     if status and status not in RunStatus.values:
         raise v.invalid_value("status", status, f"Expected one of {RunStatus.values}.")
     if len(run_name) > v.MAX_RUN_NAME_LENGTH:
@@ -169,8 +191,8 @@ def run_update(*, user: Any, run_id: str, status: str, end_time: int | None, run
     return run
 
 
-def run_delete(*, user: Any, run_id: str) -> None:
-    run = run_get(user=user, run_id=run_id, write=True)
+def run_delete(*, user: Any, run_id: str, grant: TrackingGrant | None = None) -> None:
+    run = _run_for_write(user, run_id, grant)
     Run.objects.filter(pk=run.pk).update(lifecycle_stage=LifecycleStage.DELETED)
 
 
@@ -237,13 +259,13 @@ def _batch_limits(metrics: int, params: int, tags: int) -> None:
 
 
 def log_batch(*, user: Any, run_id: str, metrics: list[dict[str, Any]], params: list[dict[str, Any]],
-              tags: list[dict[str, Any]]) -> None:
+              tags: list[dict[str, Any]], grant: TrackingGrant | None = None) -> None:
     """MLflow's log-batch: everything checked before anything is written, then one transaction."""
     _batch_limits(len(metrics), len(params), len(tags))
     points = _metrics_check(metrics)
     checked_params = _params_check(params)
     checked_tags = _tags_check(tags, "tags")
-    run = _active_run(user, run_id)
+    run = _active_run(user, run_id, grant)
     with transaction.atomic():
         if checked_params:
             _params_insert(run, checked_params)
@@ -309,8 +331,8 @@ def _latest_update(run: Run, points: list[Point]) -> None:
              [p.timestamp for p in newest.values()], [p.step for p in newest.values()]])
 
 
-def tag_delete(*, user: Any, run_id: str, key: str) -> None:
-    run = _active_run(user, run_id)
+def tag_delete(*, user: Any, run_id: str, key: str, grant: TrackingGrant | None = None) -> None:
+    run = _active_run(user, run_id, grant)
     deleted, _ = Tag.objects.filter(run=run, key=key).delete()
     if not deleted:
         raise NotFound(f"No tag with name: {key} in run with id {run_id}")

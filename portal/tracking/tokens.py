@@ -1,35 +1,48 @@
-"""What a job's or session's tracking token (portal.core.tracking_tokens) grants: it acts as that
-job's or session's owner on /api/2.0/mlflow/ only, while the job or session runs (and
-TRACKING_TOKEN_GRACE_SECONDS after its end, for its last logs); the runs it creates belong to it."""
+"""What a job's or session's tracking token (portal.core.tracking_tokens) names: the job or session,
+while it runs (and TRACKING_TOKEN_GRACE_SECONDS after its end, for its last logs), and its own
+experiments. What it may do with them: portal.tracking.scopes."""
 
-from dataclasses import dataclass
+from contextlib import suppress
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 
 from portal.core.errors import NotAuthenticated
 from portal.core.tracking_tokens import tracking_token_read
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer
+from portal.tracking.job_runs import job_experiment_name
+from portal.tracking.scopes import TrackingGrant
+
+# spawners/slurm_spawner.py's SESSION_EXPERIMENT: the MLFLOW_EXPERIMENT_NAME a session's kernels get.
+SESSION_EXPERIMENT = "session-{name}"
 
 
-@dataclass(frozen=True)
-class TrackingGrant:
-    """A valid tracking token: the job or session it names."""
-
-    job: Job | None = None
-    session: NotebookServer | None = None
+def _job_experiments(job: Job) -> frozenset[str]:
+    names = {job_experiment_name(job)}
+    # A sweep's array job: its tasks log into `sweep-<id>` (portal.sweeps, above us: read through the
+    # reverse relation, not imported).
+    with suppress(ObjectDoesNotExist):
+        names.add(f"sweep-{job.sweep.pk}")  # type: ignore[attr-defined]
+    return frozenset(names)
 
 
 def tracking_token_grant(token: str) -> TrackingGrant:
     """The job or session a token names, if it still runs (or just ended) and its owner may use the
     portal; NotAuthenticated for anything else."""
     kind, pk = tracking_token_read(token)
-    model = Job if kind == "job" else NotebookServer
-    target = model.objects.select_related("user").filter(pk=pk, user__is_active=True).first()
+    if kind == "job":
+        target: Job | NotebookServer | None = Job.objects.select_related("user", "sweep").filter(
+            pk=pk, user__is_active=True).first()
+    else:
+        target = NotebookServer.objects.select_related("user").filter(pk=pk, user__is_active=True).first()
     grace = timedelta(seconds=settings.TRACKING_TOKEN_GRACE_SECONDS)
     if target is None or (target.ended_at is not None and target.ended_at < timezone.now() - grace):
         raise NotAuthenticated("The tracking token's job or session has ended.",
                                code="invalid_tracking_token")
-    return TrackingGrant(job=target) if kind == "job" else TrackingGrant(session=target)
+    if isinstance(target, Job):
+        return TrackingGrant(job=target, experiments=_job_experiments(target))
+    own = SESSION_EXPERIMENT.format(name=target.name or "default")
+    return TrackingGrant(session=target, experiments=frozenset({own}))

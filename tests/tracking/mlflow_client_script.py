@@ -1,7 +1,8 @@
 """Run by tests/tracking/test_mlflow_client_real.py in the real MLflow client's own venv
 (scripts/mlflow-client.sh), with MLFLOW_TRACKING_URI and MLFLOW_TRACKING_TOKEN set. Prints one JSON
 object of what it saw. `log` does what a user's training script does; `peek` is another user
-looking for the first one's runs; `get` reads one run back."""
+looking for the first one's runs; `get` reads one run back; `trespass` is a job's token reaching
+for another experiment and run of its owner's."""
 
 import json
 import os
@@ -66,6 +67,22 @@ def peek(run_id: str, experiment_id: str) -> dict:
     return {"seen": seen, "errors": errors}
 
 
+def trespass(run_id: str, experiment_id: str) -> dict:
+    client = MlflowClient()
+    errors = []
+    for call in (lambda: client.create_run(experiment_id), lambda: client.create_experiment("elsewhere"),
+                 lambda: client.rename_experiment(experiment_id, "renamed"),
+                 lambda: client.delete_experiment(experiment_id), lambda: client.log_metric(run_id, "x", 1.0),
+                 lambda: client.set_terminated(run_id), lambda: client.delete_run(run_id)):
+        try:
+            call()
+            errors.append(None)
+        except MlflowException as error:
+            errors.append(error.error_code)
+    return {"errors": errors, "read": client.get_experiment(experiment_id).name,
+            "run": client.get_run(run_id).info.status}
+
+
 def get(run_id: str) -> dict:
     run = MlflowClient().get_run(run_id)
     return {"status": run.info.status, "run_name": run.info.run_name, "end_time": run.info.end_time,
@@ -77,6 +94,8 @@ if __name__ == "__main__":
         result = log()
     elif sys.argv[1] == "get":
         result = get(sys.argv[2])
+    elif sys.argv[1] == "trespass":
+        result = trespass(sys.argv[2], sys.argv[3])
     else:
         result = peek(sys.argv[2], sys.argv[3])
     print(json.dumps(result, default=str))

@@ -13,7 +13,8 @@ import pytest
 
 from portal.accounts.services import api_token_create
 from portal.core.tracking_tokens import tracking_token
-from portal.tracking import api
+from portal.tracking import api, services
+from portal.tracking.job_runs import job_experiment_name
 from portal.tracking.models import Run
 from tests.factories import JobFactory, UserFactory
 
@@ -97,7 +98,22 @@ def test_a_jobs_tracking_token_logs_as_its_owner_into_the_jobs_run(transactional
                                                                    artifact_root):
     """What a Slurm job's injected MLFLOW_TRACKING_TOKEN does (portal.tracking.tokens)."""
     job = JobFactory(user=UserFactory(username="alice"), state="RUNNING", slurm_job_id="424242")
-    seen = _client(live_server, tracking_token("job", job.pk), "log", user="alice", EXPERIMENT="from-a-job")
+    seen = _client(live_server, tracking_token("job", job.pk), "log", user="alice",
+                   EXPERIMENT=job_experiment_name(job))  # its own: made by the client, on first use
     assert seen["found"] == [seen["run_id"]]
     assert seen["tags"]["slurm.job_id"] == "424242" and seen["tags"]["mlflow.user"] == "alice"
     assert Run.objects.get(run_id=seen["run_id"]).job == job
+
+
+def test_a_jobs_tracking_token_is_refused_on_another_experiment(transactional_db, live_server):
+    """#33: what the real client raises when a job's token reaches beyond its own experiment and runs:
+    PERMISSION_DENIED for each write; reading goes on."""
+    job = JobFactory(user=UserFactory(username="alice"), state="RUNNING", ended_at=None)
+    thesis = services.experiment_create(user=job.user, name="thesis")
+    run = services.run_create(user=job.user, experiment_id=thesis.pk, start_time=None, run_name="", tags=[])
+    seen = _client(live_server, tracking_token("job", job.pk), "trespass", run.run_id, str(thesis.pk),
+                   user="alice")
+    assert seen["errors"] == ["PERMISSION_DENIED"] * 7
+    assert (seen["read"], seen["run"]) == ("thesis", "RUNNING")
+    thesis.refresh_from_db()
+    assert (thesis.name, thesis.lifecycle_stage, thesis.runs.count()) == ("thesis", "active", 1)
