@@ -9,10 +9,11 @@ sampler pushed), and, for a session, what its Jupyter server was doing (the samp
     a batch job: ok --> flagged --> cancelled only where the partition's policy says so
 
 Idle means: every GPU's 1-minute mean and last reading under the threshold, and (a session) no kernel
-busy and no terminal command running, since the later of its start, its first sample and its last
-Keep it. Without fresh figures (the sampler stopped, or could not ask Jupyter) nothing is judged
-idle, and a warning is withdrawn: a session is never stopped on a guess. Sessions and jobs over
-several nodes are not watched (their sampler sees the first node's GPUs only).
+busy, no terminal command running and no other process of its job busy on a CPU, since the later of
+its start, its first sample and its last Keep it. Without fresh figures (the sampler stopped, or
+could not ask Jupyter) nothing is judged idle, and a warning is withdrawn: a session is never
+stopped on a guess. Sessions and jobs over several nodes are not watched (their sampler sees the
+first node's GPUs only).
 """
 
 import logging
@@ -35,7 +36,6 @@ from slurm.adapter import Slurm
 logger = logging.getLogger(__name__)
 
 State = IdleWatch.State
-ACTIVITY_KEYS = ("kernels", "kernels_busy", "terminals", "terminals_busy")
 
 
 def figures_stale_after() -> timedelta:
@@ -245,12 +245,12 @@ def _warning_mail_dispatch(event: IdleEvent) -> None:
 
 def session_activity_record(*, server_id: int, activity: dict[str, int], now: datetime | None = None) -> bool:
     """What the session's sampler saw its Jupyter server doing (kernels busy, terminal commands
-    running): False when the session has ended."""
+    running) and its job's other processes (tmux, a disowned command): False when the session has ended."""
     now = now or timezone.now()
     if not NotebookServer.objects.filter(pk=server_id, ended_at__isnull=True).exists():
         return False
     watch, _ = IdleWatch.objects.get_or_create(session_id=server_id)
-    busy = activity["kernels_busy"] > 0 or activity["terminals_busy"] > 0
+    busy = any(activity.get(key, 0) > 0 for key in ("kernels_busy", "terminals_busy", "processes_busy"))
     changes: dict[str, Any] = {"activity": activity, "activity_at": now}
     if busy:
         changes["active_at"] = now

@@ -45,7 +45,8 @@ class ReportApi(APIView):
                     "answers `applied: false` and changes nothing. `gpu`: a job's or a session's GPU sampler "
                     "(templates/jobs/_common/gpu_sampler.py) pushing a batch of nvidia-smi readings; "
                     "the answer's `interval_seconds` says how often to read. A session's sampler adds "
-                    "`activity`, what its Jupyter server is doing (kernels and terminal commands busy), "
+                    "`activity`, what its Jupyter server is doing (kernels and terminal commands busy) and "
+                    "how many of the job's other processes use a CPU (tmux, VS Code's terminal), "
                     "which keeps a session with idle GPUs from being stopped (docs: idle GPUs).",
     )
     def post(self, request: Request) -> Response:

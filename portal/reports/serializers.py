@@ -90,6 +90,10 @@ class ActivitySerializer(serializers.Serializer):
     terminals = serializers.IntegerField(min_value=0, max_value=10_000, help_text="Terminals open")
     terminals_busy = serializers.IntegerField(min_value=0, max_value=10_000,
                                               help_text="Terminals with a command running")
+    processes_busy = serializers.IntegerField(
+        min_value=0, max_value=100_000, required=False, default=0,
+        help_text="Processes of the session's job using a CPU since the last push, outside Jupyter's "
+                  "view: tmux, a disowned command, VS Code's terminal (samplers before #32 omit it)")
 
     def to_internal_value(self, data: object) -> dict:
         if isinstance(data, dict):
@@ -115,8 +119,9 @@ class GpuReportSerializer(serializers.Serializer):
     samples = serializers.ListField(child=GpuSampleSerializer(), min_length=1, help_text=(
         "At most GPU_SAMPLES_PER_REPORT (1,000) readings; a longer batch is refused with 413"))
     activity = ActivitySerializer(required=False, help_text=(
-        "A session's sampler, when it could ask its Jupyter server: kernels and terminals busy now "
-        "(a busy one keeps the session from being stopped for idle GPUs); ignored from a batch job"))
+        "A session's sampler, when it could ask its Jupyter server: kernels, terminals and the job's "
+        "other processes busy now (a busy one keeps the session from being stopped for idle GPUs); "
+        "ignored from a batch job"))
 
     def validate(self, attrs: dict) -> dict:
         if errors := _unknown_fields(self):

@@ -153,12 +153,14 @@ def test_an_idle_session_is_warned_then_stopped_for_idle_gpus_with_its_figures(h
 
 
 @pytest.mark.django_db
-def test_a_busy_kernel_or_terminal_or_gpu_keeps_the_session(hub, short):  # noqa: F811
+def test_a_busy_kernel_terminal_process_or_gpu_keeps_the_session(hub, short):  # noqa: F811
     alice = UserFactory(username="alice")
     busy_kernel = _session(alice, name="kernel")
     _minutes(busy_kernel, 40, 0, activity={**IDLE, "kernels_busy": 1})
     busy_terminal = _session(alice, name="terminal")
     _minutes(busy_terminal, 40, 0, activity={**IDLE, "terminals_busy": 1})
+    in_tmux = _session(alice, name="tmux")  # work Jupyter does not list: tmux, a disowned command
+    _minutes(in_tmux, 40, 0, activity={**IDLE, "processes_busy": 1})
     busy_gpu = _session(alice, name="gpu")
     _minutes(busy_gpu, 40, 0, util=30.0)
     unknown = _session(alice, name="unknown")  # the sampler could not ask Jupyter

@@ -50,11 +50,22 @@ def test_the_sessions_activity_is_recorded_with_its_samples(session):
     assert watch.activity["kernels_busy"] == 1 and watch.active_at is not None
 
 
+def test_a_busy_process_outside_jupyter_is_activity_and_older_samplers_may_omit_it(session):
+    """#32: tmux, a disowned command, VS Code's terminal: the sampler counts the job's processes."""
+    assert _push(session, activity=IDLE).status_code == 202  # a sampler from before processes_busy
+    watch = IdleWatch.objects.get(session=session)
+    assert watch.activity["processes_busy"] == 0 and watch.active_at is None
+    assert _push(session, activity={**IDLE, "processes_busy": 2}).status_code == 202
+    watch.refresh_from_db()
+    assert watch.activity["processes_busy"] == 2 and watch.active_at is not None
+
+
 @pytest.mark.parametrize(("activity", "field"), [
     ({**IDLE, "kernels_busy": "1"}, "kernels_busy"), ({**IDLE, "kernels": -1}, "kernels"),
     ({**IDLE, "terminals": True}, "terminals"), ({**IDLE, "terminals_busy": 1.5}, "terminals_busy"),
     ({**IDLE, "kernels_busy": 3}, "kernels_busy"), ({**IDLE, "cpu": 1}, "cpu"),
     ({k: v for k, v in IDLE.items() if k != "terminals"}, "terminals"), ([1], "activity"),
+    ({**IDLE, "processes_busy": -1}, "processes_busy"), ({**IDLE, "processes_busy": "2"}, "processes_busy"),
 ])
 def test_bad_activity_is_a_400_naming_the_field_and_changes_nothing(session, activity, field):
     response = _push(session, activity=activity)

@@ -113,6 +113,82 @@ def test_a_terminal_runs_a_command_when_its_shell_has_a_child():
         server.wait()
 
 
+def test_the_jobs_processes_busy_on_a_cpu_count_wherever_they_run(jupyter, monkeypatch):
+    """#32: work Jupyter does not list (tmux, a disowned command) is found by the job's SLURM_JOB_ID
+    (the bed's Slurm tracks no cgroup); a sleeping process, another job's and the ignored ones do
+    not count."""
+    env = {**os.environ, "SLURM_JOB_ID": "990001"}
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 20: pass"
+    busy = subprocess.Popen([sys.executable, "-c", spin], env=env)
+    sleeping = subprocess.Popen(["sleep", "20"], env=env)
+    other = subprocess.Popen([sys.executable, "-c", spin], env={**os.environ, "SLURM_JOB_ID": "990002"})
+    sampler = _sampler()
+    try:
+        assert {busy.pid, sleeping.pid} <= sampler.job_processes("990001")
+        assert other.pid not in sampler.job_processes("990001")
+        cpu = sampler.CpuWatch("990001")
+        time.sleep(1)
+        assert cpu.busy(set()) == 1
+        time.sleep(1)
+        assert cpu.busy({busy.pid}) == 0
+        time.sleep(1)
+        seen = sampler.activity(cpu)  # the stand-in Jupyter beside it: processes_busy in the push
+        assert seen is not None and seen["processes_busy"] == 1 and seen["kernels_busy"] == 1
+    finally:
+        for process in (busy, sleeping, other):
+            process.kill()
+            process.wait()
+
+
+MIG_LISTING = """GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)
+  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)
+  MIG 1g.5gb      Device  1: (UUID: MIG-0b2a9d3e-8f5c-5b1e-a1b2-c3d4e5f60718)
+GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-1e2d3c4b-0000-1111-2222-333344445555)
+  MIG 3g.20gb     Device  0: (UUID: MIG-77777777-8888-5999-aaaa-bbbbccccdddd)
+"""
+
+
+@pytest.fixture
+def mig_smi(tmp_path, monkeypatch):
+    """nvidia-smi of a node in MIG mode: `-L` lists the instances under their GPUs; utilization.gpu
+    reads [N/A], as the real tool prints it under MIG. Records its command lines."""
+    calls = tmp_path / "calls"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"""#!/bin/sh
+echo "$*" >> {calls}
+if [ "$1" = -L ]; then printf '%s' '{MIG_LISTING}'; exit 0; fi
+echo "1, [N/A], [N/A], 5120, 61.50"
+""")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_JOB_GPUS", raising=False)
+    return calls
+
+
+def test_mig_instances_are_sampled_by_uuid_through_their_gpu_and_read_as_unknown(mig_smi, monkeypatch):
+    """#32: Slurm puts MIG UUIDs in CUDA_VISIBLE_DEVICES (SLURM_JOB_GPUS does not hold nvidia-smi's
+    indexes then). The sampler reads the parent GPU; its [N/A] utilisation stays unknown (None),
+    which the portal never judges idle (tests/gpus/test_idle.py)."""
+    monkeypatch.setenv("SLURM_JOB_GPUS", "7")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-77777777-8888-5999-aaaa-bbbbccccdddd")
+    sampler = _sampler()
+    assert sampler.gpu_list() == "1"
+    (sample,) = sampler.sample(sampler.gpu_list())
+    figures = (sample["gpu"], sample["util"], sample["mem_util"], sample["mem_used_mib"])
+    assert figures == (1, None, None, 5120.0)
+    assert mig_smi.read_text().splitlines()[-1].endswith("-i 1")
+    # Two instances of one GPU: it is read once. The CUDA 11.0-11.3 form names its parent GPU.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f,"
+                                               "MIG-0b2a9d3e-8f5c-5b1e-a1b2-c3d4e5f60718")
+    assert sampler.gpu_list() == "0"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-GPU-1e2d3c4b-0000-1111-2222-333344445555/1/0")
+    assert sampler.gpu_list() == "GPU-1e2d3c4b-0000-1111-2222-333344445555"
+    # Nothing else reaches nvidia-smi's -i.
+    monkeypatch.delenv("SLURM_JOB_GPUS")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1;reboot,GPU-x")
+    assert sampler.gpu_list() == "0"
+
+
 @pytest.mark.django_db
 def test_the_warning_mail_goes_to_an_owner_with_an_address(settings):
     settings.PORTAL_URL = "https://portal.example"

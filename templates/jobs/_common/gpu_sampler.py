@@ -11,9 +11,14 @@
 # In a notebook session's job it also asks the session's own Jupyter server (found by its runtime
 # file, with the server's own hub token) how many kernels are busy and how many terminals run a
 # command, and pushes that as `activity`: a busy one keeps the session from being stopped for idle
-# GPUs. When it cannot tell, it sends no activity, and the portal judges nothing idle.
+# GPUs. When it cannot tell, it sends no activity, and the portal judges nothing idle. Work that
+# Jupyter does not list counts too: any process of the job (tmux, a disowned command, VS Code's
+# terminal) that used more than CPU_BUSY_PERCENT of a core since the last push.
+# MIG: CUDA_VISIBLE_DEVICES holds MIG UUIDs; they are sampled through their parent GPUs (`nvidia-smi
+# -L`), whose utilization reads [N/A] under MIG: unknown, which the portal never judges idle.
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,11 +30,38 @@ from pathlib import Path
 FIELDS = "index,utilization.gpu,utilization.memory,memory.used,power.draw"
 KEYS = ("util", "mem_util", "mem_used_mib", "power_w")
 MAX_WAITING = 1000
+CPU_BUSY_PERCENT = 10.0
+GPU_ID = re.compile(r"\d{1,4}|GPU-[0-9a-fA-F-]{8,64}")
+GPU_LINE = re.compile(r"GPU (\d+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)")
+MIG_LINE = re.compile(r"\s+MIG .*\(UUID: (MIG-[0-9a-fA-F-]+)\)")
 
 
 def gpu_list() -> str:
-    listed = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES") or ""
-    return ",".join(item.strip() for item in listed.split(",") if item.strip().isdigit())
+    """The job's GPUs for `nvidia-smi -i`: indexes or GPU UUIDs; MIG instances as their parents."""
+    visible = [item.strip() for item in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if item.strip()]
+    if any(item.startswith("MIG-") for item in visible):
+        listed = mig_parents(visible)
+    else:  # SLURM_JOB_GPUS first: CUDA_VISIBLE_DEVICES counts from 0 inside a cgroup-confined job
+        listed = [item.strip() for item in (os.environ.get("SLURM_JOB_GPUS") or ",".join(visible)).split(",")]
+    return ",".join(dict.fromkeys(item for item in listed if GPU_ID.fullmatch(item)))
+
+
+def mig_parents(visible: list[str]) -> list[str]:
+    """The GPUs that hold these MIG instances: `MIG-GPU-<uuid>/gi/ci` (CUDA 11.0-11.3) names its
+    parent; a plain `MIG-<uuid>` is looked up in `nvidia-smi -L`."""
+    parents = [item[len("MIG-"):].split("/")[0] for item in visible if item.startswith("MIG-GPU-")]
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20,
+                                 check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        listing = ""
+    parent = None
+    for line in listing.splitlines():
+        if gpu := GPU_LINE.match(line):
+            parent = gpu.group(1)
+        elif (mig := MIG_LINE.match(line)) and mig.group(1) in visible and parent is not None:
+            parents.append(parent)
+    return parents + [item for item in visible if not item.startswith("MIG-")]
 
 
 def number(text: str) -> float | None:
@@ -102,6 +134,53 @@ def processes() -> dict[int, tuple[int, int]]:
     return table
 
 
+def job_processes(job_id: str) -> set[int]:
+    """This job's processes that this user can see: in the job's cgroup (Slurm's cgroup plugins put
+    them under .../job_<id>/), or, where Slurm tracks no cgroup, carrying its SLURM_JOB_ID (a tmux
+    server or a disowned command keeps the environment it was started with)."""
+    found = set()
+    cgroup, variable = f"/job_{job_id}/", f"SLURM_JOB_ID={job_id}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if cgroup in (entry / "cgroup").read_text() or variable in (
+                    entry / "environ").read_bytes().split(b"\0"):
+                found.add(int(entry.name))
+        except OSError:  # gone, or another user's
+            continue
+    return found
+
+
+def cpu_ticks(pid: int) -> tuple[int, int] | None:
+    """(start time, user + system CPU) of a process, in clock ticks."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19]), int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class CpuWatch:
+    """Which of the job's processes used more than CPU_BUSY_PERCENT of a core since the last look."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.seen: dict[int, tuple[int, int]] = {}
+        self.at = time.monotonic()
+        self.busy(set())
+
+    def busy(self, ignore: set[int]) -> int:
+        now, hz = time.monotonic(), os.sysconf("SC_CLK_TCK")
+        ticks = {pid: t for pid in job_processes(self.job_id) - ignore if (t := cpu_ticks(pid)) is not None}
+        budget = max(now - self.at, 1e-3) * hz * CPU_BUSY_PERCENT / 100
+        # A process new since the last look (or a reused pid) counts from 0.
+        count = sum(1 for pid, (start, used) in ticks.items()
+                    if used - (self.seen[pid][1] if self.seen.get(pid, (None,))[0] == start else 0) > budget)
+        self.seen, self.at = ticks, now
+        return count
+
+
 def terminals_busy(server_pid: object, terminals: int) -> int:
     """Terminals with a command running: the server's children on a terminal (the terminals'
     shells) that have children of their own. A server this sampler cannot see (another PID
@@ -113,8 +192,9 @@ def terminals_busy(server_pid: object, terminals: int) -> int:
     return min(len(shells & {parent for parent, _ in table.values()}), terminals)
 
 
-def activity() -> dict | None:
-    """A session's Jupyter: kernels busy, terminals with a command running; None when unknown."""
+def activity(cpu: CpuWatch | None = None) -> dict | None:
+    """A session's Jupyter: kernels busy, terminals with a command running, and the job's processes
+    busy on a CPU (not the server itself, nor this sampler); None when unknown."""
     prefix, token = os.environ.get("JUPYTERHUB_SERVICE_PREFIX"), os.environ.get("JUPYTERHUB_API_TOKEN")
     if not (prefix and token):
         return None  # a batch job
@@ -125,8 +205,11 @@ def activity() -> dict | None:
             continue
         busy = sum(1 for kernel in kernels
                    if isinstance(kernel, dict) and kernel.get("execution_state") == "busy")
-        return {"kernels": len(kernels), "kernels_busy": busy, "terminals": len(terminals),
+        seen = {"kernels": len(kernels), "kernels_busy": busy, "terminals": len(terminals),
                 "terminals_busy": terminals_busy(server.get("pid"), len(terminals))}
+        if cpu is not None:
+            seen["processes_busy"] = cpu.busy({os.getpid(), server.get("pid")})
+        return seen
     return None
 
 
@@ -163,11 +246,13 @@ def main() -> int:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     waiting: list[dict] = []
+    job_id = os.environ.get("SLURM_JOB_ID", "")
+    cpu = CpuWatch(job_id) if job_id.isdigit() and os.environ.get("JUPYTERHUB_SERVICE_PREFIX") else None
     time.sleep(1)  # the job's own commands have started
     while True:
         waiting = (waiting + sample(gpus))[-MAX_WAITING:]
         if waiting:
-            code, answer = push(url, token, waiting, activity())
+            code, answer = push(url, token, waiting, activity(cpu))
             if 200 <= code < 300 or code in (400, 413):  # sent, or never acceptable: drop them
                 waiting = []
             if code in (401, 403, 404):
