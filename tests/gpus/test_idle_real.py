@@ -4,7 +4,8 @@ API. The session's own sampler pushes the GPU and what its Jupyter does to a liv
 runs the evaluation as each poll cycle does, with a window and grace of seconds:
 - a busy kernel keeps it (no warning, however long the GPU is idle);
 - its kernel idle, it is warned; Keep it starts the window again; warned again, then stopped with
-  end reason "idle GPUs" and its Slurm job is gone.
+  end reason "idle GPUs" and its Slurm job is gone;
+- work in tmux, started from a JupyterLab terminal that is then closed, keeps it (#32).
 A batch job on an idle GPU is flagged, never cancelled."""
 
 import json
@@ -128,6 +129,59 @@ def test_a_busy_kernel_keeps_an_idle_gpu_session_keep_it_restarts_the_window_the
         wait_for(lambda: NotebookServer.objects.get(pk=server.pk).end_reason == "idle_gpus", 5,
                  "the reason to stay (the job's exited report must not overwrite it)")
     finally:
+        state.write_text(before)
+        live = NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).first()
+        if live is not None:
+            server_stop(server=live)
+
+
+def _terminal_run(base: str, token: str, command: str) -> None:
+    """Types `command` into a new JupyterLab terminal, then closes that terminal."""
+    headers = {"Authorization": f"token {token}"}
+    name = requests.post(f"{base}/api/terminals", headers=headers, timeout=60).json()["name"]
+    ws = websocket.create_connection(f"{base.replace('http://', 'ws://', 1)}/terminals/websocket/{name}",
+                                     header=[f"Authorization: token {token}"], timeout=60)
+    ws.send(json.dumps(["stdin", f"{command}; echo started-$((6*7))\r"]))
+    deadline = time.monotonic() + 30
+    while "started-42" not in ws.recv():  # the echo of the typed line says started-$((6*7))
+        assert time.monotonic() < deadline, "the terminal did not run the command"
+    ws.close()
+    requests.delete(f"{base}/api/terminals/{name}", headers=headers, timeout=60).raise_for_status()
+
+
+def test_work_in_tmux_keeps_an_idle_gpu_session_and_its_end_lets_it_be_warned(portal_hub, live_server, quick):
+    """#32: tmux outlives the terminal it was started from, and Jupyter lists neither it nor its
+    command; the sampler finds it among the job's processes (SLURM_JOB_ID, as the bed's Slurm tracks
+    no cgroup)."""
+    alice = UserFactory(username="alice")
+    server_start(user=alice, name="in-tmux", gpus=1, hours=1)
+    job_id = ready_server(portal_hub, "alice", "in-tmux")["state"]["job_id"]
+    server = NotebookServer.objects.get(user=alice, name="in-tmux")
+    state = _gpu_state(job_id)
+    before = state.read_text() if state.exists() else ""
+    token = portal_hub.request("POST", "/users/alice/tokens", json={"expires_in": 600}).json()["token"]
+    base = f"{portal_hub.url}/user/alice/in-tmux"
+    socket = f"gpuportal-test-{uuid.uuid4().hex[:8]}"
+    try:
+        state.write_text(json.dumps(IDLE_GPU))
+        _terminal_run(base, token, f"tmux -L {socket} new-session -d "
+                                   "\"timeout 300 python3 -c 'while True: pass'\"")
+        wait_for(lambda: _activity(server).get("processes_busy", 0) >= 1
+                 and _activity(server).get("terminals") == 0, 40, "the sampler to see the work in tmux")
+        started = time.monotonic()
+        while time.monotonic() - started < WINDOW_S + GRACE_S + 4:  # idle GPU, no kernel, no terminal
+            idle_gpus_follow()
+            time.sleep(1)
+        assert not IdleEvent.objects.filter(session=server).exists()
+        assert squeue_state(job_id) == "RUNNING"
+
+        subprocess.run(["runuser", "-u", "alice", "--", "tmux", "-L", socket, "kill-server"], check=True)
+        wait_for(lambda: _activity(server).get("processes_busy") == 0, 40, "the work in tmux to end")
+        _follow_until(lambda: IdleWatch.objects.filter(session=server, state="warned").first(),
+                      WINDOW_S + 30, "the idle-GPU warning once tmux is gone")
+    finally:
+        subprocess.run(["runuser", "-u", "alice", "--", "tmux", "-L", socket, "kill-server"],
+                       capture_output=True, check=False)
         state.write_text(before)
         live = NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).first()
         if live is not None:
