@@ -30,6 +30,7 @@ from portal.gpus.idle_policy import IdleRules, idle_rules_resolve
 from portal.gpus.models import GpuPoint, GpuSummary, IdleEvent, IdlePolicy, IdleWatch
 from portal.jobs.models import Job, JobState
 from portal.policy.services import user_groups
+from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
 from slurm.adapter import Slurm
 
@@ -117,10 +118,12 @@ class IdleReport:
     cancelled: int = 0
 
 
-def idle_gpus_follow(*, now: datetime | None = None, slurm: Slurm | None = None) -> IdleReport:
+def idle_gpus_follow(*, now: datetime | None = None, slurm: Slurm | None = None,
+                     hub: JupyterHub | None = None) -> IdleReport:
     """After each poll cycle: judge every running session and batch job with GPUs and move each one
     along the state machine (idle_next). Reads only the database; a stop goes through the hub as the
-    user's own would (server_stop), a cancel (only where a partition's policy says so) through scancel."""
+    user's own would (server_stop), a cancel (only where a partition's policy says so) through scancel.
+    `hub`: the cycle's, whose breaker skips the hub once it has not answered."""
     now = now or timezone.now()
     report = IdleReport()
     rows = list(IdlePolicy.objects.all())
@@ -130,14 +133,14 @@ def idle_gpus_follow(*, now: datetime | None = None, slurm: Slurm | None = None)
     for server in sessions:
         rules = idle_rules_resolve(partition=server.partition, groups=_groups(server.user), rows=rows)
         _follow_one(owner={"session": server}, started=server.ready_at, gpus=server.gpus, rules=rules,
-                    now=now, report=report, slurm=slurm)
+                    now=now, report=report, slurm=slurm, hub=hub)
     jobs = (Job.objects.filter(state=JobState.RUNNING, gpus_per_node__gt=0, nodes=1, started_at__isnull=False)
             .select_related("user", "idle_watch", "gpu_summary").prefetch_related("user__groups")
             .defer("script", "parameters"))
     for job in jobs:
         rules = idle_rules_resolve(partition=job.partition, groups=_groups(job.user), rows=rows)
         _follow_one(owner={"job": job}, started=job.started_at, gpus=job.gpus_per_node, rules=rules,
-                    now=now, report=report, slurm=slurm)
+                    now=now, report=report, slurm=slurm, hub=hub)
     return report
 
 
@@ -147,7 +150,7 @@ def _groups(user: Any) -> list[str]:
 
 
 def _follow_one(*, owner: dict[str, Any], started: datetime, gpus: int, rules: IdleRules, now: datetime,
-                report: IdleReport, slurm: Slurm | None) -> None:
+                report: IdleReport, slurm: Slurm | None, hub: JupyterHub | None) -> None:
     (kind, work), = owner.items()
     watch = getattr(work, "idle_watch", None)  # None when it has none (an AttributeError subclass)
     summary = getattr(work, "gpu_summary", None)
@@ -178,7 +181,7 @@ def _follow_one(*, owner: dict[str, Any], started: datetime, gpus: int, rules: I
             _event(IdleEvent.Kind.CLEARED, work, kind, gpus, look, figures, now)
             report.cleared += 1
     elif claimed.update(state=nxt):
-        if _reclaim(work, kind, figures, slurm):
+        if _reclaim(work, kind, figures, slurm, hub):
             reclaimed = _hours_left(work, kind, now) * gpus
             _event(IdleEvent.Kind(nxt), work, kind, gpus, look, figures, now, reclaimed=reclaimed)
             if nxt == State.STOPPED:
@@ -189,13 +192,14 @@ def _follow_one(*, owner: dict[str, Any], started: datetime, gpus: int, rules: I
             IdleWatch.objects.filter(pk=watch.pk, state=nxt).update(state=state)
 
 
-def _reclaim(work: Any, kind: str, figures: dict[str, Any], slurm: Slurm | None) -> bool:
+def _reclaim(work: Any, kind: str, figures: dict[str, Any], slurm: Slurm | None,
+             hub: JupyterHub | None) -> bool:
     from portal.jobs.services.submission import job_cancel
     from portal.servers.services import server_stop
 
     try:
         if kind == "session":
-            server_stop(server=work, reason=NotebookServer.EndReason.IDLE_GPUS)
+            server_stop(server=work, hub=hub, reason=NotebookServer.EndReason.IDLE_GPUS)
             NotebookServer.objects.filter(pk=work.pk).update(end_detail=_detail(figures))
         else:
             job_cancel(job=work, slurm=slurm)

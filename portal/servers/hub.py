@@ -51,19 +51,40 @@ class HubServer:
         return self.job_status.split(" ", 1)[1] if " " in self.job_status else ""
 
 
+@dataclass
+class Breaker:
+    """Opens when the hub does not answer, and then fails every later call of its holder at once:
+    a hung hub costs the poll cycle one timeout, not one per session it would stop."""
+
+    opened: str = ""  # why, once open
+
+
 @dataclass(frozen=True)
 class JupyterHub:
     api_url: str
     token: str
     timeout: float = 10.0
+    breaker: Breaker | None = None
 
     @classmethod
-    def from_settings(cls) -> "JupyterHub":
+    def from_settings(cls, *, breaker: bool = False) -> "JupyterHub":
+        """`breaker`: one hub for a run of calls (a poll cycle) that gives up on a hub seen down."""
         return cls(settings.JUPYTERHUB_API_URL.rstrip("/"), settings.JUPYTERHUB_API_TOKEN,
-                   settings.JUPYTERHUB_TIMEOUT_SECONDS)
+                   settings.JUPYTERHUB_TIMEOUT_SECONDS, Breaker() if breaker else None)
 
     def _request(self, method: str, path: str, *, ok: tuple[int, ...], json: object = None,
                  params: dict | None = None, headers: dict[str, str] | None = None) -> requests.Response:
+        if self.breaker is not None and self.breaker.opened:
+            raise HubUnavailable(f"{self.breaker.opened} (earlier in this cycle; asked again next cycle)")
+        try:
+            return self._answer(method, path, ok=ok, json=json, params=params, headers=headers)
+        except HubUnavailable as error:
+            if self.breaker is not None:
+                self.breaker.opened = error.message
+            raise
+
+    def _answer(self, method: str, path: str, *, ok: tuple[int, ...], json: object,
+                params: dict | None, headers: dict[str, str] | None) -> requests.Response:
         try:
             response = requests.request(
                 method, f"{self.api_url}{path}", json=json, params=params, timeout=self.timeout,
