@@ -1,8 +1,8 @@
 from django import forms
 
 from portal.accounts.models import User
-from portal.audit.context import SOURCES
 from portal.audit.selectors import Search, object_types
+from portal.core.audit_context import SOURCES
 
 
 class SearchForm(forms.Form):

@@ -6,7 +6,7 @@ from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse
 from pghistory.middleware import DjangoRequest, HistoryMiddleware
 
-from portal.audit import context
+from portal.core import audit_context as context
 from portal.core.client_address import client_address
 
 CLI_AGENT = "gpuportal-cli/"

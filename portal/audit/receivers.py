@@ -6,8 +6,8 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 
 from portal.accounts.models import User
-from portal.audit import context
 from portal.audit.models import Login
+from portal.core import audit_context as context
 
 # Tasks whose changes have a source of their own; every other task's read "task".
 TASK_SOURCES = {

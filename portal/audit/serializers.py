@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from portal.audit.context import SOURCES
+from portal.core.audit_context import SOURCES
 
 
 class ActivitySerializer(serializers.Serializer):

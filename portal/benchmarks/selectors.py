@@ -16,7 +16,6 @@ from django.db.models import Q, QuerySet
 from portal.accounts.models import User
 from portal.benchmarks.models import CONTEXT_FIELDS, BenchmarkResult, PublishedResult, Reference
 from portal.jobs.models import Job
-from portal.tracking.models import Run
 
 # A page of history: bounded whatever the client asks.
 MAX_PAGE = 200
@@ -163,6 +162,7 @@ def inference_origin(*, user: User, result: BenchmarkResult) -> dict[str, Any] |
     training = Job.objects.filter(uuid=uuid.UUID(match.group(0)), user_id=result.user_id).first()
     if training is None:
         return None
-    runs = list(Run.objects.filter(job=training).values_list("run_id", flat=True))
-    own = list(Run.objects.filter(job_id=result.job_id).values_list("run_id", flat=True))
+    # Through the jobs' runs (portal.tracking's Run.job): tracking sits above benchmarks.
+    runs = list(training.runs.values_list("run_id", flat=True))
+    own = list(result.job.runs.values_list("run_id", flat=True))
     return {"job": training, "runs": runs, "own_runs": own}

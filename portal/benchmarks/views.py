@@ -447,17 +447,20 @@ def usage_view(request: HttpRequest) -> HttpResponse:
         rows = usage_rows(user=request.user, query=usage)
         since, until = usage_range(usage)
     except InvalidInput as error:
-        rows, problems, total = [], error.fields, None
+        rows, problems, total, efficiency = [], error.fields, None, None
     else:
         problems = {}
         # One line that ties the table by period (batch jobs) to the efficiency table (jobs and sessions).
         total = gpu_allocated_total(user=request.user, since=since, until=until, username=usage.username)
+        efficiency = gpu_efficiency_rows(user=request.user, since=since, until=until, group_by=usage.group_by,
+                                         username=usage.username)
     return render(
         request,
         "benchmarks/usage.html",
         {
             "rows": rows,
             "total": total,
+            "efficiency": efficiency,
             "usage": usage,
             "query": request.GET,
             "problems": problems,

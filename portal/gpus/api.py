@@ -3,13 +3,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.benchmarks.serializers import UsageInputSerializer
-from portal.benchmarks.usage import UsageQuery, usage_range
 from portal.core.errors import NotFound
-from portal.gpus.efficiency import gpu_efficiency_rows
 from portal.gpus.idle_selectors import idle_state
 from portal.gpus.selectors import job_gpu_figures, session_for_gpu, session_gpu_figures
-from portal.gpus.serializers import GpuEfficiencySerializer, JobGpuSerializer
+from portal.gpus.serializers import JobGpuSerializer
 from portal.jobs.selectors import job_get
 
 
@@ -42,24 +39,3 @@ class SessionGpuApi(APIView):
             raise NotFound("No such session.")
         return Response(JobGpuSerializer({**session_gpu_figures(session=session),
                                           "idle": idle_state(session=session)}).data)
-
-
-class GpuEfficiencyApi(APIView):
-    @extend_schema(parameters=[UsageInputSerializer], responses={200: GpuEfficiencySerializer},
-                   summary="GPU efficiency per user or group: allocated against busy GPU-hours",
-                   description="As /usage/ shows it (yours; admins: everybody's, or one `user`'s), for the "
-                               "jobs submitted and the sessions asked for in [since, until) (default: the "
-                               "last 12 weeks, or year with period=month). Busy GPU-hours: allocated "
-                               "GPU-hours x the mean utilisation of all the samples a job or session sent; "
-                               "efficiency: busy / sampled GPU-hours. From the database.")
-    def get(self, request: Request) -> Response:
-        data = UsageInputSerializer(data=request.query_params)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
-        query = UsageQuery(period=values["period"], group_by=values["group_by"], since=values.get("since"),
-                           until=values.get("until"), username=values.get("user"))
-        since, until = usage_range(query)
-        rows = gpu_efficiency_rows(user=request.user, since=since, until=until, group_by=query.group_by,
-                                   username=query.username)
-        return Response(GpuEfficiencySerializer(
-            {"since": since, "until": until, "group_by": query.group_by, "rows": rows}).data)

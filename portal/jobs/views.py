@@ -35,6 +35,7 @@ from portal.jobs.selectors import (
 )
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_submit
+from portal.waits.selectors import waiting_get
 
 PAGE_SIZE = 50
 
@@ -171,8 +172,10 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
 def job_detail_view(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_or_404(request, job_id)
     metrics = job_metrics_list(job=job)
+    waiting = waiting_get(job_id=job.slurm_job_id) if job.state == JobState.PENDING else None
     return render(request, "jobs/detail.html", {"job": job, "poll": PollStatus.get(), "metrics": metrics,
-                                                "metrics_chart": job_metrics_chart(metrics=metrics)})
+                                                "metrics_chart": job_metrics_chart(metrics=metrics),
+                                                "waiting": waiting})
 
 
 @login_required

@@ -8,3 +8,9 @@ class ProjectsConfig(AppConfig):
 
     name = "portal.projects"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from portal.projects.selectors import account_budget
+        from portal.waits.models import account_budget_register
+
+        account_budget_register(account_budget)

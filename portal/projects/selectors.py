@@ -43,6 +43,16 @@ def user_projects(*, user: User) -> QuerySet[Project]:
     return Project.objects.filter(ldap_group__in=user.ldap_groups or [])
 
 
+def account_budget(account: str) -> tuple[str, float | None] | None:
+    """The name and GPU-hour budget of the project that owns a Slurm account (Slurm's limit where
+    applied), for the words of a job Slurm holds for a spent budget (portal.waits)."""
+    project = Project.objects.filter(slurm_account=account).first()
+    if project is None:
+        return None
+    limit = project.slurm_limit_gpu_minutes
+    return project.name, project.budget_gpu_hours if limit is None else limit / 60
+
+
 def project_budget(*, project: Project, today: date,
                    days: list[tuple[date, int]] | None = None) -> Budget:
     """`days`: the project's usage days of the last BURN_DAYS, oldest first, when the caller read

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
-from portal.audit.context import CULLER, HUB, acting_part
 from portal.cluster.models import PollStatus, SlurmJob
+from portal.core.audit_context import CULLER, HUB, acting_part
 from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.published import file_publish

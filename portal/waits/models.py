@@ -1,7 +1,18 @@
+from collections.abc import Callable
+
 from django.db import models
 
-from portal.projects.models import Project
 from portal.waits.reasons import reason_text
+
+# An account's project name and GPU-hour budget, for a spent budget's words. The projects app, which
+# sits above this one (it reads the fair shares and the queue kept here), registers it when ready.
+AccountBudget = Callable[[str], tuple[str, float | None] | None]
+_account_budget: AccountBudget | None = None
+
+
+def account_budget_register(lookup: AccountBudget) -> None:
+    global _account_budget
+    _account_budget = lookup
 
 
 class Waiting(models.Model):
@@ -35,12 +46,11 @@ class Waiting(models.Model):
     def reason_text(self) -> str:
         # Only a spent budget's words name the project: no query for any other reason.
         spent = self.reason.startswith("AssocGrpGRESMinutes") and self.account
-        project = Project.objects.filter(slurm_account=self.account).first() if spent else None
-        if project is None:
+        budget = _account_budget(self.account) if spent and _account_budget else None
+        if budget is None:
             return reason_text(self.reason)
-        limit = project.slurm_limit_gpu_minutes
-        hours = project.budget_gpu_hours if limit is None else limit / 60
-        return reason_text(self.reason, project=project.name, budget_gpu_hours=hours)
+        project, hours = budget
+        return reason_text(self.reason, project=project, budget_gpu_hours=hours)
 
     @property
     def priority(self) -> dict[str, int] | None:

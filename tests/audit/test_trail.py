@@ -18,11 +18,11 @@ from rest_framework.test import APIClient
 
 from portal.accounts.models import User
 from portal.accounts.services import api_token_create
-from portal.audit.context import acting
 from portal.audit.models import JobEvent, Login
 from portal.audit.selectors import activity_of, described, event_models
 from portal.audit.services import audit_prune
 from portal.containers.models import RegistryCredential
+from portal.core.audit_context import acting
 from portal.extensions.models import ExtensionRequest
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer

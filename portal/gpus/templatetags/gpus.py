@@ -1,14 +1,10 @@
 """The GPU figures on a job's page and on a session's card (each GPU's last sample, the summary and
-a sparkline of utilisation per minute, portal.gpus.selectors) and /usage/'s GPU efficiency
-(portal.gpus.efficiency); read from the database only."""
+a sparkline of utilisation per minute, portal.gpus.selectors); read from the database only."""
 
 from typing import Any
 
 from django import template
 
-from portal.benchmarks.usage import UsageQuery, usage_range
-from portal.core.errors import InvalidInput
-from portal.gpus.efficiency import gpu_efficiency_rows
 from portal.gpus.selectors import job_gpu_chart, job_gpu_figures, session_card_gpus
 from portal.jobs.models import Job
 from portal.servers.selectors import ServerCard
@@ -30,15 +26,3 @@ def job_gpus(context: dict, job: Job) -> dict[str, Any]:
 def session_gpus(context: dict, card: ServerCard) -> dict[str, Any] | None:
     """The card's session's GPU figures (gpus/_session_gpus.html); None for one without GPUs."""
     return session_card_gpus(user=context["user"], name=card.name)
-
-
-@register.simple_tag(takes_context=True)
-def gpu_efficiency(context: dict, usage: UsageQuery) -> list[dict[str, Any]] | None:
-    """/usage/'s GPU efficiency rows for the page's period and grouping; None when the period is
-    refused (the page says why)."""
-    try:
-        since, until = usage_range(usage)
-    except InvalidInput:
-        return None
-    return gpu_efficiency_rows(user=context["user"], since=since, until=until, group_by=usage.group_by,
-                               username=usage.username)

@@ -1,4 +1,7 @@
-"""Where an action came from, as recorded in each event's context (`source`)."""
+"""Where an action came from, as recorded in each audit event's context (`source`).
+
+In core, not in portal.audit: the apps the audit trail watches (sessions' culler and hub calls)
+name their source too, and audit sits above them all."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
