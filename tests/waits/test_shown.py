@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from portal.projects.models import Project
 from portal.waits.models import Waiting
 from tests.factories import JobFactory
 from tests.servers.factories import NotebookServerFactory
@@ -79,3 +80,19 @@ def test_a_pending_job_array_says_why_its_tasks_wait(user, browser, token_client
     waiting = token_client.get(f"/api/v1/jobs/{job.pk}/").json()["waiting"]
     assert waiting["position"] == 3
     assert "Why it waits" in browser.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_a_spent_budget_names_its_project(user, token_client):
+    """The words come from waits, the project and its budget from projects (registered when ready):
+    Slurm's applied limit first, else the portal's budget; an account of no project gets no name."""
+    Project.objects.create(name="vision", ldap_group="vision", slurm_account="vision", budget_gpu_hours=500,
+                           slurm_limit_gpu_minutes=6000)
+    Project.objects.create(name="nlp", ldap_group="nlp", slurm_account="nlp", budget_gpu_hours=50)
+    shown = {}
+    for account in ("vision", "nlp", "unknown"):
+        job = JobFactory(user=user, state="PENDING", slurm_job_id=f"77{len(shown)}")
+        _waiting(job.slurm_job_id, account=account, reason="AssocGrpGRESMinutes")
+        shown[account] = token_client.get(f"/api/v1/jobs/{job.pk}/").json()["waiting"]["reason_text"]
+    assert "Project vision has used its 100 GPU-hours" in shown["vision"]
+    assert "Project nlp has used its 50 GPU-hours" in shown["nlp"]
+    assert "Project" not in shown["unknown"]
