@@ -10,6 +10,7 @@ reaches users.
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from publicsuffixlist import PublicSuffixList
 
 from .base import *  # noqa: F403
 from .base import (
@@ -18,6 +19,7 @@ from .base import (
     DATABASES,
     JUPYTERHUB_API_TOKEN,
     JUPYTERHUB_OAUTH_CLIENT_SECRET,
+    JUPYTERHUB_URL,
     LDAP_START_TLS,
     LDAP_URI,
     OAUTH2_PROVIDER,
@@ -129,15 +131,27 @@ def database_problem(url: str, user: str, password: str) -> str:
     return ""
 
 
-def apps_origin_problem(origin: str, portal_hosts: list[str]) -> str:
-    """Why users' web apps would not have an origin of their own (https, another host name than the
-    portal's: browsers send a host's cookies to every port of it), or "" when they would."""
+def registrable_domain(host: str) -> str:
+    """The domain a host's owner registered (example.org for gpu.example.org, by the Public Suffix
+    List the package ships: no download); the host itself for an IP address or a bare name."""
+    host = host.lower().strip(".")
+    return PublicSuffixList().privatesuffix(host) or host
+
+
+def apps_origin_problem(origin: str, portal_hosts: list[str], hub_url: str) -> str:
+    """Why users' web apps would not have a site of their own, or "" when they would: https, and a
+    registrable domain that neither the portal's hosts nor the hub's share, as GitHub serves users'
+    content from githubusercontent.com. On the same site an app could set cookies for the portal's
+    domain (`Domain=`), and its pages would count as same-site for SameSite cookies."""
     parts = urlsplit(origin)
     if parts.scheme != "https" or not parts.hostname:
         return "APPS_ORIGIN must be https://<a host name of its own> (deploy/gpuportal.env.example)"
-    host = parts.hostname.lower()
-    if any(host == name.lower().lstrip(".") for name in portal_hosts):
-        return "APPS_ORIGIN must not be on the portal's host: apps would be served from the portal's origin"
+    site = registrable_domain(parts.hostname)
+    hosts = [name.lstrip(".") for name in portal_hosts if name not in ("*", "")]
+    hosts += [host] if (host := urlsplit(hub_url).hostname) else []
+    if shared := sorted({host for host in hosts if registrable_domain(host) == site}):
+        return (f"APPS_ORIGIN must be on a registrable domain of its own, not {site}, which "
+                f"{', '.join(shared)} is on (e.g. https://apps.gpu-usercontent.example.net)")
     return ""
 
 
@@ -149,7 +163,7 @@ def connections_check(problems: list[str]) -> None:
 
 connections_check([
     ldap_problem(LDAP_URI, LDAP_START_TLS),
-    apps_origin_problem(APPS_ORIGIN, ALLOWED_HOSTS),
+    apps_origin_problem(APPS_ORIGIN, ALLOWED_HOSTS, JUPYTERHUB_URL),
     database_problem(env("DATABASE_URL", default=""), DATABASES["default"]["USER"],
                      DATABASES["default"]["PASSWORD"]),
 ])

@@ -20,7 +20,7 @@ def _generated() -> dict[str, str]:
     return {**{name: secrets.token_hex(32) for name in SECRET_NAMES},
             "DATABASE_URL": f"postgres://gpuportal:{secrets.token_hex(16)}@db.example.org:5432/gpuportal",
             "LDAP_URI": "ldaps://ldap.example.org", "LDAP_START_TLS": "false",
-            "DJANGO_ALLOWED_HOSTS": "gpu.example.org", "APPS_ORIGIN": "https://apps.gpu.example.org"}
+            "DJANGO_ALLOWED_HOSTS": "gpu.example.org", "APPS_ORIGIN": "https://apps.example-usercontent.net"}
 
 
 def _manage(*args: str, **overrides: str | None) -> subprocess.CompletedProcess:
@@ -76,8 +76,14 @@ def test_production_refuses_missing_short_or_known_secrets(name, value):
     ("LDAP_URI", {"LDAP_URI": "http://ldap.example.org"}, ""),
     # Users' web apps on the portal's own origin, or over plain http.
     ("APPS_ORIGIN", {"APPS_ORIGIN": "https://gpu.example.org:8443"}, ""),
-    ("APPS_ORIGIN", {"APPS_ORIGIN": "http://apps.gpu.example.org"}, ""),
+    ("APPS_ORIGIN", {"APPS_ORIGIN": "http://apps.example-usercontent.net"}, ""),
     ("APPS_ORIGIN", {"APPS_ORIGIN": None}, ""),  # base.py's default: the bed's http://apps.localhost
+    # #33: another host, but the portal's site (its cookies' Domain=example.org), or the hub's.
+    ("APPS_ORIGIN", {"APPS_ORIGIN": "https://apps.gpu.example.org"}, ""),
+    ("APPS_ORIGIN", {"APPS_ORIGIN": "https://apps.example.ac.uk",
+                     "DJANGO_ALLOWED_HOSTS": "gpu.example.ac.uk"}, ""),
+    ("APPS_ORIGIN", {"APPS_ORIGIN": "https://apps.example-usercontent.net",
+                     "JUPYTERHUB_URL": "https://hub.example-usercontent.net"}, ""),
 ])
 def test_production_refuses_cleartext_ldap_and_the_test_beds_database(name, overrides, hidden):
     result = _manage("check", **{**_generated(), **overrides})
@@ -92,6 +98,8 @@ def test_production_refuses_cleartext_ldap_and_the_test_beds_database(name, over
     {"LDAP_URI": "ldapi://%2Frun%2Fslapd%2Fldapi"},
     # Peer authentication over the socket: no password at all.
     {"DATABASE_URL": "postgres://gpuportal@/gpuportal?host=/var/run/postgresql"},
+    # Two registrable domains under one public suffix (ac.uk) are two sites.
+    {"APPS_ORIGIN": "https://apps.example-usercontent.ac.uk", "DJANGO_ALLOWED_HOSTS": "gpu.example.ac.uk"},
 ])
 def test_production_accepts_tls_ldap_and_a_sites_own_database(overrides):
     result = _manage("check", **{**_generated(), **overrides})
