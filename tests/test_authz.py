@@ -199,6 +199,9 @@ ROWS: dict[str, list[Row]] = {
     "docs/<path:path>": [Row("GET", _fixed("/docs/no-such-page/"), P, dict.fromkeys(PRINCIPALS, 404))],
     "accounts/login/": [Row("GET", _fixed("/accounts/login/"), P, PUBLIC)],
     "accounts/logout/": [Row("POST", _fixed("/accounts/logout/"), P, dict.fromkeys(PRINCIPALS, 302))],
+    # Anybody's own logins only (the redirect to the login page either way).
+    "accounts/logout/everywhere/": [Row("POST", _fixed("/accounts/logout/everywhere/"), P,
+                                        dict.fromkeys(PRINCIPALS, 302))],
     "accounts/profile/": [Row("GET", _fixed("/accounts/profile/"), P, PAGE_ANY)],
     "accounts/profile/tokens/<id:token_id>/revoke/": [Row(
         "POST", lambda w: f"/accounts/profile/tokens/{w.token_to_delete.pk}/revoke/", P,

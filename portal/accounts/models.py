@@ -3,6 +3,7 @@ import hashlib
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.utils.crypto import salted_hmac
 
 
 class User(AbstractUser):
@@ -18,6 +19,20 @@ class User(AbstractUser):
     # The user's own setting (portal.notifications sends the mail); a job may choose otherwise.
     email_on_job_end = models.BooleanField(default=False, help_text="E-mail me when a job ends (default "
                                                                      "for new jobs)")
+    # Every app cookie carries the value it was issued under (portal.webapps.grants); the apps
+    # gateway refuses an older one. Bumped on logout, "log out everywhere" and deprovisioning.
+    app_generation = models.PositiveIntegerField(default=0, editable=False)
+    # Part of the login session's auth hash: bumped by "log out everywhere", it ends every other
+    # login session of the user at its next request (Django checks the hash on each one).
+    session_generation = models.PositiveIntegerField(default=0, editable=False)
+
+    def _get_session_auth_hash(self, secret: str | None = None) -> str:
+        hashed = super()._get_session_auth_hash(secret=secret)
+        if not self.session_generation:  # as Django's own: sessions from before this field stay valid
+            return hashed
+        value = f"{hashed}:{self.session_generation}"
+        return salted_hmac("gpuportal.accounts.User.session_generation", value, secret=secret,
+                           algorithm="sha256").hexdigest()
 
 
 class ApiToken(models.Model):

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -81,12 +81,30 @@ def user_deprovision(*, user: User) -> None:
     hub tokens; browser sessions end at their next request, as the backend refuses inactive users.
     Their running and queued work is ended by a worker (the signal's receiver), and by the next
     poll cycle should that worker never run."""
-    User.objects.filter(pk=user.pk).update(is_active=False)
+    User.objects.filter(pk=user.pk).update(is_active=False, app_generation=F("app_generation") + 1,
+                                           session_generation=F("session_generation") + 1)
     user.is_active = False
     ApiToken.objects.filter(user=user).delete()
     oauth_tokens_revoke(user=user)
     user_deprovisioned.send(sender=User, user=user, reason=deprovision_reason())
     logger.info("deprovisioned %s: no longer in %s", user.username, settings.LDAP_USER_GROUP)
+
+
+def app_access_end(*, user: User) -> None:
+    """Every app cookie the user holds stops working (the apps gateway sees the new generation
+    within its cache's 2 s); called on every logout (apps.py connects it to user_logged_out)."""
+    User.objects.filter(pk=user.pk).update(app_generation=F("app_generation") + 1)
+
+
+def user_logout_everywhere(*, user: User) -> None:
+    """"Log out everywhere": every login session of the user (this one too, at its next request),
+    every app cookie and the hub's login (OAuth tokens; the hub's own tokens follow from the
+    logout, portal.servers.signals). Personal API tokens stay: they are revoked one by one, on
+    the same page, so a script's token is never lost by accident."""
+    User.objects.filter(pk=user.pk).update(app_generation=F("app_generation") + 1,
+                                           session_generation=F("session_generation") + 1)
+    oauth_tokens_revoke(user=user)
+    logger.info("%s logged out everywhere", user.username)
 
 
 def directory_sync() -> list[str]:

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.accounts.forms import ApiTokenForm, LoginForm
 from portal.accounts.selectors import api_token_list
-from portal.accounts.services import api_token_create, api_token_revoke
+from portal.accounts.services import api_token_create, api_token_revoke, user_logout_everywhere
 from portal.core.api_errors import error_headers
 from portal.core.errors import TooManyRequests
 
@@ -35,6 +35,15 @@ def login_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 def logout_view(request: HttpRequest) -> HttpResponse:
     logout(request)
+    return redirect("accounts:login")
+
+
+@login_required
+@require_POST
+def logout_everywhere_view(request: HttpRequest) -> HttpResponse:
+    user_logout_everywhere(user=request.user)
+    logout(request)
+    messages.success(request, "You are logged out everywhere: every browser, and every app.")
     return redirect("accounts:login")
 
 

@@ -1,6 +1,7 @@
 import logging
 
 from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
 from django.dispatch import receiver
 from django.http import HttpRequest
 
@@ -20,10 +21,15 @@ def end_hub_access_on_logout(sender: type, request: HttpRequest, user: User | No
     if user is None:
         return
     oauth_tokens_revoke(user=user)
-    try:
-        hub_tokens_revoke.delay(user.username)
-    except Exception as error:  # any broker failure: the revoked OAuth tokens still end the login
-        logger.warning("hub tokens of %s not revoked (no broker): %s", user.username, error)
+    username = user.username
+
+    def enqueue() -> None:
+        try:
+            hub_tokens_revoke.delay(username)
+        except Exception as error:  # any broker failure: the revoked OAuth tokens still end the login
+            logger.warning("hub tokens of %s not revoked (no broker): %s", username, error)
+
+    transaction.on_commit(enqueue)  # queued once the logout's writes are in, as the worker reads them
 
 
 @receiver(user_deprovisioned)

@@ -3,7 +3,9 @@
 The portal's "Open" redirects the browser to `<app origin>/_gpuportal/grant?token=...`: a grant,
 signed with the portal's SECRET_KEY, short-lived and single-use, naming the app and its owner. The
 gateway (portal/webapps/gateway) redeems it and answers with a cookie of that app's host alone,
-signed the same way and bound to the app and the user; every later request carries only that.
+signed the same way and bound to the app, the user and the user's app generation (bumped on logout,
+"log out everywhere" and deprovisioning: portal.accounts), so a logout ends the app's access in
+every browser; every later request carries only that.
 Plain functions, no HTTP: the gateway and the portal's views both call them.
 """
 
@@ -62,20 +64,21 @@ def cookie_secure() -> bool:
 
 
 def grant_mint(*, app: App) -> str:
-    """A grant for the app's owner. Writes nothing (the portal's Open is a GET): single use is
-    enforced when it is redeemed."""
-    return signing.dumps({"a": str(app.uuid), "u": app.user_id, "n": secrets.token_urlsafe(18)},
-                         salt=_GRANT_SALT, compress=False)
+    """A grant for the app's owner, under their current app generation. Writes nothing (the portal's
+    Open is a GET): single use is enforced when it is redeemed."""
+    return signing.dumps({"a": str(app.uuid), "u": app.user_id, "g": app.user.app_generation,
+                          "n": secrets.token_urlsafe(18)}, salt=_GRANT_SALT, compress=False)
 
 
 def grant_url(*, app: App) -> str:
     return f"{app_origin(app)}{GRANT_PATH}?{urlencode({'token': grant_mint(app=app)})}"
 
 
-def grant_redeem(*, token: str, app_uuid: uuid.UUID | str) -> int:
+def grant_redeem(*, token: str, app_uuid: uuid.UUID | str, generation: int | None = None) -> int:
     """The user id a grant for this app names; raises GrantRefused for a bad signature, an
-    expired grant, another app's grant or one already redeemed. The caller still checks that the
-    user is the app's owner and active (a grant outlives neither)."""
+    expired grant, another app's grant, one already redeemed, or one minted before a logout (its app
+    generation is not `generation`, the owner's, when given). The caller still checks that the user
+    is the app's owner and active (a grant outlives neither)."""
     try:
         data = signing.loads(token, salt=_GRANT_SALT, max_age=settings.APPS_GRANT_SECONDS)
     except signing.SignatureExpired:
@@ -90,6 +93,8 @@ def grant_redeem(*, token: str, app_uuid: uuid.UUID | str) -> int:
         raise GrantRefused("this link is for another app") from None
     if data.get("a") != wanted:
         raise GrantRefused("this link is for another app")
+    if generation is not None and data.get("g") != generation:
+        raise GrantRefused("this link is from before you logged out")
     now = timezone.now()
     GrantUse.objects.filter(used_at__lt=now - _GRANT_USE_KEEP).delete()
     try:
@@ -107,15 +112,21 @@ def app_cookie_max_age(app: App) -> int:
 
 
 def app_cookie_value(*, app: App, user_id: int) -> str:
-    return signing.dumps({"a": str(app.uuid), "u": user_id}, salt=_COOKIE_SALT, compress=False)
+    """The cookie for the app's owner, under the owner's current app generation (`app.user`, as the
+    gateway loaded it)."""
+    return signing.dumps({"a": str(app.uuid), "u": user_id, "g": app.user.app_generation},
+                         salt=_COOKIE_SALT, compress=False)
 
 
 def app_cookie_user(*, value: str, app: App) -> int | None:
-    """The user id the cookie names if it is genuine, unexpired and this app's; else None."""
+    """The user id the cookie names if it is genuine, unexpired, this app's and of the owner's
+    current app generation (`app.user`: no logout since it was issued); else None."""
     try:
         data = signing.loads(value, salt=_COOKIE_SALT, max_age=app_cookie_max_age(app))
     except signing.BadSignature:  # SignatureExpired included
         return None
     if not isinstance(data, dict) or data.get("a") != str(app.uuid) or not isinstance(data.get("u"), int):
+        return None
+    if data.get("g") != app.user.app_generation:
         return None
     return data["u"]

@@ -43,8 +43,8 @@ def test_origin_and_urls(apps_origin, settings):
     assert grants.app_origin(app) == f"http://{app.uuid}.apps.localhost:8002"
     assert grants.app_url(app) == f"http://{app.uuid}.apps.localhost:8002/"
     assert grants.grant_url(app=app).startswith(f"http://{app.uuid}.apps.localhost:8002/_gpuportal/grant?token=")
-    settings.APPS_ORIGIN = "https://apps.gpu.example.org"
-    assert grants.app_origin(app) == f"https://{app.uuid}.apps.gpu.example.org"
+    settings.APPS_ORIGIN = "https://apps.example-usercontent.net"
+    assert grants.app_origin(app) == f"https://{app.uuid}.apps.example-usercontent.net"
     assert grants.cookie_secure()
     settings.APPS_ORIGIN = "apps.example.org"
     with pytest.raises(ValueError, match="APPS_ORIGIN"):
@@ -129,6 +129,30 @@ def test_cookie_bound_to_app_and_user(apps_origin, monkeypatch):
     assert grants.app_cookie_user(value=old, app=alices) is None
     recent = minted_ago(59 * 60, grants.app_cookie_value, monkeypatch, app=alices, user_id=alices.user_id)
     assert grants.app_cookie_user(value=recent, app=alices) == alices.user_id
+
+
+def test_cookie_of_an_older_generation_is_refused(apps_origin):
+    """#33: a logout, "log out everywhere" or deprovisioning bumps the owner's app generation."""
+    from portal.accounts.services import app_access_end
+
+    app = make_app()
+    value = grants.app_cookie_value(app=app, user_id=app.user_id)
+    assert grants.app_cookie_user(value=value, app=app) == app.user_id
+    app_access_end(user=app.user)
+    app = App.objects.select_related("user").get(pk=app.pk)  # as the gateway's store loads it
+    assert grants.app_cookie_user(value=value, app=app) is None
+    assert grants.app_cookie_user(value=grants.app_cookie_value(app=app, user_id=app.user_id),
+                                  app=app) == app.user_id  # a cookie issued since
+    # So is a grant minted before the logout.
+    bobs = make_app("bob")
+    stale = grants.grant_mint(app=bobs)
+    app_access_end(user=bobs.user)
+    bobs.user.refresh_from_db()
+    with pytest.raises(grants.GrantRefused, match="before you logged out"):
+        grants.grant_redeem(token=stale, app_uuid=bobs.uuid, generation=bobs.user.app_generation)
+    # A cookie from before generations (no "g") is refused too: open the app again from the portal.
+    ungenerational = signing.dumps({"a": str(app.uuid), "u": app.user_id}, salt=grants._COOKIE_SALT)
+    assert grants.app_cookie_user(value=ungenerational, app=app) is None
 
 
 def test_app_uuid_from_host(apps_origin):

@@ -385,3 +385,44 @@ def test_chromium_never_sends_the_portals_cookie(bed, page):
         assert "portal-session" not in sent and "portal-csrf" not in sent
         assert grants.COOKIE_NAME not in sent
     assert json.dumps(bed["upstream"].seen).count(app.secret) == len(bed["upstream"].seen)
+
+
+def test_logout_ends_the_apps_access_within_2_seconds(bed, client, monkeypatch):
+    """#33: a logout bumps the owner's app generation; the gateway refuses the older cookie within its
+    cache's 2 s, and closes the open WebSocket (a VS Code terminal) as soon."""
+    from portal.servers import tasks
+
+    monkeypatch.setattr(tasks.hub_tokens_revoke, "delay", lambda username: None)  # no hub here
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    assert request(bed, app, cookie=cookie)[0].status == 200
+
+    async def connect() -> websocket.WebSocketClientConnection:
+        headers = {"Host": host_of(app), "Cookie": cookie, "Origin": grants.app_origin(app)}
+        return await websocket.websocket_connect(
+            httpclient.HTTPRequest(f"ws://127.0.0.1:{bed['port']}/ws", headers=headers))
+
+    terminal = bed["loop"].run(connect)
+    client.force_login(app.user)
+    assert client.post("/accounts/logout/").status_code == 302
+    logged_out = time.monotonic()
+
+    async def closed() -> float:
+        assert await asyncio.wait_for(terminal.read_message(), 5) is None
+        return time.monotonic() - logged_out
+
+    while (response := request(bed, app, cookie=cookie))[0].status == 200:
+        assert time.monotonic() - logged_out < 2.5
+        time.sleep(0.05)
+    refused_after = time.monotonic() - logged_out
+    assert_own_page(*response, 403)
+    terminal_after = bed["loop"].run(closed)
+    print(f"after logout: cookie refused in {refused_after:.2f} s, "
+          f"WebSocket closed in {terminal_after:.2f} s", end=" ")
+    assert terminal_after < 2.5 and terminal.close_code == 1008  # policy violation
+    # A grant minted before the logout is refused; a fresh one (the portal's Open, after logging in
+    # again, reads the user anew) opens the app again.
+    response, _ = request(bed, app, f"{grants.GRANT_PATH}?{grants.grant_url(app=app).split('?', 1)[1]}")
+    assert response.status == 403
+    app = App.objects.select_related("user").get(pk=app.pk)
+    assert request(bed, app, cookie=sign_in(bed, app))[0].status == 200

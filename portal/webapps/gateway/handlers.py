@@ -40,6 +40,10 @@ WS_HANDSHAKE = frozenset(h.lower() for h in (
     "Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol",
     "Sec-WebSocket-Accept"))
 SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
+# An open WebSocket (a VS Code terminal) re-checks its cookie this often, against the app row the
+# store caches (CACHE_SECONDS): a logout closes it within about CACHE_SECONDS plus this.
+WATCH_SECONDS = 0.25
+POLICY_VIOLATION = 1008  # RFC 6455 7.4.1
 
 
 def app_uuid_from_host(host: str) -> str | None:
@@ -140,14 +144,19 @@ class GatewayHandler(web.RequestHandler):
         origin = self.request.headers.get("Origin")
         return origin is None or urlsplit(origin).netloc.lower() == self.request.host.lower()
 
+    def signed_in(self, app: App) -> bool:
+        """Whether this request's cookie still opens the app: its owner's, active, and issued since
+        the owner's last logout (the app generation)."""
+        value = self.get_cookie(grants.COOKIE_NAME)
+        user_id = grants.app_cookie_user(value=value, app=app) if value else None
+        return user_id is not None and user_id == app.user_id and app.user.is_active
+
     async def authorize(self, *, websocket: bool = False) -> App | None:
         """The app if this request may reach it, else None with the page already sent."""
         app = await self.app_for_host()
         if app is None:
             return None
-        value = self.get_cookie(grants.COOKIE_NAME)
-        user_id = grants.app_cookie_user(value=value, app=app) if value else None
-        if user_id is None or user_id != app.user_id or not app.user.is_active:
+        if not self.signed_in(app):
             self.page(403, "Not signed in to this app", "Open this app from the portal's Apps page.")
             return None
         # Every app shares the apps domain, so to a browser they are one site: SameSite=Lax lets
@@ -175,7 +184,8 @@ class GrantHandler(GatewayHandler):
             return
         token = self.get_query_argument("token", "")
         try:
-            user_id = await self.store.grant_redeem(token=token, app_uuid=str(app.uuid))
+            user_id = await self.store.grant_redeem(token=token, app_uuid=str(app.uuid),
+                                                    generation=app.user.app_generation)
         except grants.GrantRefused as refused:
             self.page(403, "This link cannot be used", f"{refused.reason.capitalize()}. "
                       "Open the app again from the portal.")
@@ -300,6 +310,7 @@ class WebSocketProxyHandler(GatewayHandler, websocket.WebSocketHandler):
         super().initialize(store)
         self.upstream_ws: websocket.WebSocketClientConnection | None = None
         self.pump: asyncio.Task[None] | None = None
+        self.watch: asyncio.Task[None] | None = None
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
         app = await self.authorize(websocket=True)
@@ -333,6 +344,19 @@ class WebSocketProxyHandler(GatewayHandler, websocket.WebSocketHandler):
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         self.pump = asyncio.ensure_future(self._from_upstream())
+        self.watch = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        """Close the connection once its cookie no longer opens the app (a logout, "log out
+        everywhere", deprovisioning) or the app ended: an open terminal must not outlive its login."""
+        assert self.app_row is not None
+        uuid = str(self.app_row.uuid)
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            app = await self.store.app(uuid)
+            if app is None or not self.signed_in(app) or app.state != AppState.READY:
+                self.close(POLICY_VIOLATION, "signed out")
+                return
 
     async def _from_upstream(self) -> None:
         upstream = self.upstream_ws
@@ -357,6 +381,8 @@ class WebSocketProxyHandler(GatewayHandler, websocket.WebSocketHandler):
             self.close()
 
     def on_close(self) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
         if self.upstream_ws is not None:
             self.upstream_ws.close(self.close_code, self.close_reason)
 

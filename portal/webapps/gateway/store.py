@@ -67,8 +67,9 @@ class AppStore:
         self._cache[uuid] = (now + CACHE_SECONDS, app)
         return app
 
-    async def grant_redeem(self, *, token: str, app_uuid: str) -> int:
-        return await self._run(functools.partial(grants.grant_redeem, token=token, app_uuid=app_uuid))
+    async def grant_redeem(self, *, token: str, app_uuid: str, generation: int) -> int:
+        return await self._run(functools.partial(grants.grant_redeem, token=token, app_uuid=app_uuid,
+                                                 generation=generation))
 
     def touch(self, uuid: str) -> None:
         """Notes a request in last_access, at most once per TOUCH_SECONDS per app; never waits."""
