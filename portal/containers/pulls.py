@@ -20,6 +20,7 @@ from django.db.models.functions import Now
 
 from portal.accounts.models import User
 from portal.cluster.selectors import slurm_known_down
+from portal.containers.configured import default_binds, runtime_get
 from portal.containers.models import Image, Pull, RegistryCredential
 from portal.containers.references import Reference, ReferenceInvalid, reference_parse
 from portal.containers.runtimes import (
@@ -28,8 +29,6 @@ from portal.containers.runtimes import (
     Bind,
     LaunchInvalid,
     RuntimeUnavailable,
-    default_binds,
-    runtime_get,
 )
 from portal.containers.secrets import scrub, secret_decrypt
 from portal.containers.services import home_of, image_environment_sync

@@ -6,6 +6,9 @@ value is checked again here (image reference grammar, plain absolute paths, vari
 comes out as one argv element, or shlex-quoted in shell text: nothing a user typed is ever
 interpreted by a shell. A runtime the site has not enabled, or whose binary is missing, is refused
 with a message that says so.
+
+Plain Python, no Django: the hub's spawner builds its servers' containers with it too. The runtimes
+as this site configured them (CONTAINERS_RUNTIMES) are in portal.containers.configured.
 """
 
 import os
@@ -15,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import ClassVar
-
-from django.conf import settings
 
 from portal.containers.references import PATH, Reference, reference_parse
 
@@ -346,27 +347,3 @@ class Enroot(Runtime):
 
 RUNTIMES: dict[str, type[Runtime]] = {cls.name: cls for cls in (Apptainer, Charliecloud, Podman, Enroot)}
 CHOICES = [(name, cls.title) for name, cls in RUNTIMES.items()]
-
-
-def runtime_get(name: str, *, check_installed: bool = True) -> Runtime:
-    """The runtime `name` as the site configured it (CONTAINERS_RUNTIMES), or RuntimeUnavailable."""
-    if name not in RUNTIMES:
-        raise RuntimeUnavailable(f"Unknown container runtime {name!r}; known: {', '.join(RUNTIMES)}.")
-    config = settings.CONTAINERS_RUNTIMES.get(name) or {}
-    if not config.get("enabled"):
-        raise RuntimeUnavailable(f"The container runtime {RUNTIMES[name].title} is not enabled on this site.")
-    binary = str(config.get("binary", ""))
-    if check_installed and not (PurePosixPath(binary).is_absolute() and os.access(binary, os.X_OK)):
-        raise RuntimeUnavailable(
-            f"The container runtime {RUNTIMES[name].title} is not installed "
-            f"({binary or 'no binary configured'})."
-        )
-    options = {k: v for k, v in config.items() if k not in ("enabled", "binary", "binds")}
-    return RUNTIMES[name](binary=binary, options=options)
-
-
-def default_binds(name: str, *, home: str, extra: Sequence[Bind] = ()) -> tuple[Bind, ...]:
-    """The site's binds for `name` (home, shared data, scratch...), `{home}` filled in, plus `extra`."""
-    config = settings.CONTAINERS_RUNTIMES.get(name) or {}
-    binds = [Bind.parse(text, home=home) for text in config.get("binds", ())]
-    return (*binds, *extra)

@@ -10,15 +10,10 @@ from django.conf import settings
 from django.db import transaction
 
 from portal.accounts.models import User
+from portal.containers.configured import default_binds, runtime_get
 from portal.containers.models import Image, RegistryCredential
 from portal.containers.references import ReferenceInvalid, path_check, reference_parse, registry_check
-from portal.containers.runtimes import (
-    Launch,
-    LaunchInvalid,
-    RuntimeUnavailable,
-    default_binds,
-    runtime_get,
-)
+from portal.containers.runtimes import Launch, LaunchInvalid, RuntimeUnavailable
 from portal.containers.secrets import secret_encrypt
 from portal.core.errors import InvalidInput, NotFound
 from portal.environments.models import NAME_PATTERN, Environment

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from portal.containers.configured import default_binds, runtime_get
 from portal.containers.references import ReferenceInvalid, path_check, reference_parse, registry_check
 from portal.containers.runtimes import (
     Apptainer,
@@ -17,8 +18,6 @@ from portal.containers.runtimes import (
     LaunchInvalid,
     Podman,
     RuntimeUnavailable,
-    default_binds,
-    runtime_get,
 )
 
 HOME = "/home/alice"
