@@ -12,9 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-
 from slurm import parsing
 from slurm.errors import SlurmRejected, SlurmTimedOut
 from slurm.runner import SlurmRunner, failure
@@ -46,6 +43,10 @@ class Slurm:
     @classmethod
     def from_settings(cls) -> "Slurm":
         """The adapter SLURM_ADAPTER names: "sudo" (Slurm's commands) or "slurmrestd" (slurm/rest.py)."""
+        # Django here, not at import: the hub's spawner uses this adapter without Django.
+        from django.conf import settings
+        from django.core.exceptions import ImproperlyConfigured
+
         runner = SlurmRunner(
             bin_dir=Path(settings.SLURM_BIN_DIR),
             exec_prefix=tuple(settings.SLURM_EXEC_PREFIX),

@@ -28,7 +28,6 @@ from typing import Any, TypeVar
 
 import requests
 import urllib3
-from django.conf import settings
 
 from slurm import parsing, states
 from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm, Submit, accounting_by_id, submitted_job_id
@@ -556,6 +555,8 @@ def _shared(pid: int, url: str, command: tuple[str, ...], lifespan: int, renew_b
 
 
 def rest_from_settings(runner: SlurmRunner) -> SlurmRest:
+    from django.conf import settings  # here: slurm/ imports no Django at import (the hub)
+
     url = settings.SLURM_REST_URL.rstrip("/")
     tokens, session = _shared(os.getpid(), url, tuple(settings.SLURM_TOKEN_COMMAND),
                               settings.SLURM_TOKEN_LIFESPAN_SECONDS, settings.SLURM_TOKEN_RENEW_SECONDS,
