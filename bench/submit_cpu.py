@@ -226,7 +226,7 @@ def portal_stack(adapter: str) -> Iterator[None]:
     commands = [
         ["gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4",
          "--timeout", "120"],
-        ["celery", "-A", "portal", "worker", "--loglevel", "WARNING", "--pool", "threads",
+        ["celery", "-A", "portal.celery_app", "worker", "--loglevel", "WARNING", "--pool", "threads",
          "--concurrency", "8", "--hostname", f"bench-cpu-{os.getpid()}@%h"],
     ]
     path = f"{STATE}/venv/bin:/usr/local/bin:/usr/bin:/bin"

@@ -1,3 +1,3 @@
-from portal.celery_app import app as celery_app
-
-__all__ = ("celery_app",)
+"""The gpuportal Django project. Nothing is imported here: the hub's spawner imports plain modules
+of the portal (portal.policy.rules, portal.containers.runtimes) without Django or Celery. The Celery
+app is portal.celery_app, loaded by portal.core's AppConfig in web processes."""

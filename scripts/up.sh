@@ -102,9 +102,9 @@ start() {  # name, command... (started as the portal's account; the pid file is 
 start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers 2 --threads 4 \
   --timeout 60 --control-socket "$PORTAL_RUN/gunicorn.ctl"
 # A task mostly waits on sbatch (a subprocess): threads run several at once for little memory.
-start celery-worker celery -A portal worker --loglevel INFO --pool threads --concurrency 8 \
+start celery-worker celery -A portal.celery_app worker --loglevel INFO --pool threads --concurrency 8 \
   --hostname "worker@%h"
-start celery-beat celery -A portal beat --loglevel INFO --schedule "$PORTAL_RUN/celerybeat-schedule"
+start celery-beat celery -A portal.celery_app beat --loglevel INFO --schedule "$PORTAL_RUN/celerybeat-schedule"
 # Users' web apps, each on its own host under APPS_ORIGIN (tornado; portal/webapps/gateway).
 start apps-gateway python manage.py apps_gateway
 say "starting JupyterHub and its proxy (as $HUB_USER)"

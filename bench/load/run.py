@@ -51,7 +51,7 @@ PAGES = ("/servers/", "/servers/cards/", "/jobs/{id}/", "/cluster/", "/benchmark
 LOCUST = [sys.executable, "-m", "locust"]
 # The portal's processes, by their command lines and account (scripts/up.sh, deploy/systemd).
 PORTAL_USER = "gpuportal"
-PORTAL_PROCESSES = {"gunicorn": ("gunicorn", "portal.wsgi"), "celery": ("celery", "portal"),
+PORTAL_PROCESSES = {"gunicorn": ("gunicorn", "portal.wsgi"), "celery": ("celery", "portal.celery_app"),
                     "gateway": ("manage.py", "apps_gateway")}
 
 

@@ -28,7 +28,7 @@ def test_worker_runs_the_poll_task(tmp_path):
     log = tmp_path / "worker.log"
     with log.open("w") as out:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo",
+            [sys.executable, "-m", "celery", "-A", "portal.celery_app", "worker", "--pool", "solo",
              "--without-heartbeat", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             env=env, stdout=out, stderr=subprocess.STDOUT,
         )

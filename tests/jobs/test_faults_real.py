@@ -57,8 +57,8 @@ def _worker(tmp_path: Path, marker: Path) -> subprocess.Popen:
     }
     log = (tmp_path / "worker.log").open("w")
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo", "--without-heartbeat",
-         "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+        [sys.executable, "-m", "celery", "-A", "portal.celery_app", "worker", "--pool", "solo",
+         "--without-heartbeat", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 

@@ -56,8 +56,9 @@ def worker(tmp_path, live_server, monkeypatch):
     log = tmp_path / "worker.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "threads", "--concurrency",
-             "4", "--without-heartbeat", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            [sys.executable, "-m", "celery", "-A", "portal.celery_app", "worker", "--pool", "threads",
+             "--concurrency", "4", "--without-heartbeat", "--without-gossip", "--without-mingle",
+             "--loglevel", "INFO"],
             env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 60
     while "ready." not in log.read_text():
