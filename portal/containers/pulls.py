@@ -36,7 +36,9 @@ from portal.core.errors import Conflict, InvalidInput, PortalError, Unavailable
 from portal.core.slurm_work import (
     Unsettled,
     WorkKind,
+    fenced,
     lease_claim,
+    sbatch_answer_lost_fence,
     sbatch_attempt,
     work_apply_accounting,
     work_apply_queue,
@@ -113,8 +115,9 @@ def pull_submit(*, pull_id: int, slurm: Slurm) -> None:
     """Claim a due pull and run its sbatch as its owner (nothing if somebody else holds it). The
     user's key for the registry reaches the job only through the job's environment."""
     # The same calls as a job's sbatch (the output folder, then sbatch): the same lease.
-    if not lease_claim(_waiting(pull_id).filter(user__is_active=True),
-                       seconds=settings.JOBS_SUBMIT_LEASE_SECONDS):
+    lease = lease_claim(_waiting(pull_id).filter(user__is_active=True),
+                        seconds=settings.JOBS_SUBMIT_LEASE_SECONDS)
+    if lease is None:
         return
     pull = Pull.objects.select_related("user", "image").get(pk=pull_id)
     username = pull.user.username
@@ -130,21 +133,24 @@ def pull_submit(*, pull_id: int, slurm: Slurm) -> None:
         job_output_dir_ensure(user=username, path=jobs_dir, timeout=settings.SLURM_TIMEOUT_SECONDS / 4)
         return slurm.submit(script=script, user=username, comment=pull.slurm_comment, secrets=secrets)
 
-    sbatch = sbatch_attempt(submit=submit, waiting=_waiting(pull_id),
+    sbatch = sbatch_attempt(submit=submit, waiting=_waiting(pull_id), lease=lease,
                             retry_seconds=settings.JOBS_RETRY_SECONDS)
     if sbatch.refused:
         _fail(pull, scrub(f"Slurm refused the pull: {sbatch.refused}", list(secrets.values())))
     elif sbatch.job_id:
-        if not _adopt(pull, sbatch.job_id):  # it ended while sbatch ran: its Slurm job must not live on
-            _cancel_quietly(slurm, sbatch.job_id, username)
+        if not _adopt(pull, sbatch.job_id, lease=lease):  # it ended, or went on, while sbatch ran
+            sbatch_answer_lost_fence(model=Pull, pk=pull.pk, job_id=sbatch.job_id, user=username,
+                                     slurm=slurm)
             return
         logger.info("pull %s of %s submitted for %s as Slurm job %s", pull.pk, pull.image.name, username,
                     sbatch.job_id)
 
 
-def _adopt(pull: Pull, job_id: str) -> bool:
-    return bool(_waiting(pull.pk).update(slurm_job_id=job_id, submitted_at=Now(), next_attempt_at=None,
-                                         reason="", updated=Now()))
+def _adopt(pull: Pull, job_id: str, lease: datetime | None = None) -> bool:
+    """Record its Slurm job: found by its comment, or answered by the sbatch of the claim `lease`."""
+    rows = _waiting(pull.pk) if lease is None else fenced(_waiting(pull.pk), lease)
+    return bool(rows.update(slurm_job_id=job_id, submitted_at=Now(), next_attempt_at=None, reason="",
+                            updated=Now()))
 
 
 def _fail(pull: Pull, error: str) -> None:
@@ -156,13 +162,6 @@ def _said(error: PortalError | ReferenceInvalid) -> str:
     if isinstance(error, InvalidInput):
         return " ".join(str(message) for messages in error.fields.values() for message in messages)
     return error.message if isinstance(error, PortalError) else str(error)
-
-
-def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
-    try:
-        slurm.cancel(job_id=job_id, user=username)
-    except SlurmError as error:
-        logger.warning("could not cancel pull Slurm job %s: %s", job_id, error.message)
 
 
 PULL_WORK = WorkKind(model=Pull, prefix=Pull.COMMENT_PREFIX, waiting=_WAITING, created="created",

@@ -3,9 +3,15 @@ other apps, image pulls): one set of rules, used by each of them.
 
 1. The row is saved first, due at once; its UUID becomes the Slurm job's comment.
 2. A worker, never a web request, claims it with a lease on the database's clock (`lease_claim`):
-   one conditional UPDATE, so two workers never both win, and no host's clock takes part.
+   one conditional UPDATE, so two workers never both win, and no host's clock takes part. The
+   lease's end (`next_attempt_at`) is the claim's fencing token: right before its sbatch the worker
+   checks that it still holds the lease for the sbatch's worst case (`lease_held`), so one that
+   stalled past its lease sends nothing, and every write after the sbatch is conditional on the
+   token (`fenced`), so a late answer can never overwrite what a later claim did: a Slurm job whose
+   answer lost the fence is cancelled.
 3. Its sbatch answers (the id is recorded), is refused (final), cannot reach Slurm (due again
-   later) or times out. A timed-out sbatch may have submitted the job: the row is marked
+   later) or its answer is lost (a timeout, "Socket timed out", an answer that is no job id:
+   slurm.errors.slurm_failure). A lost answer may mean a submitted job: the row is marked
    `submit_uncertain_at` and is sent again only once a lookup by its comment *and owner*, taken a
    full cycle later, found nothing (`resubmit_allowed`).
 4. Its state comes from its own reports and the one reconcile per cycle, whose squeue (all states)
@@ -27,8 +33,7 @@ from typing import Generic, Protocol, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Model, Q, QuerySet, Value
-from django.db.models.functions import Now
+from django.db.models import DateTimeField, ExpressionWrapper, Func, Model, Q, QuerySet, Value
 
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
@@ -36,6 +41,9 @@ from slurm.parsing import AccountedJob, QueuedJob
 from slurm.states import is_live
 
 logger = logging.getLogger(__name__)
+
+# Room between the last sbatch a lease lets start and the lease's end, for the writes after it.
+LEASE_MARGIN_SECONDS = 10
 
 
 class SlurmRow(Protocol):
@@ -55,30 +63,61 @@ def db_now() -> datetime:
         return cursor.fetchone()[0]
 
 
+class DbClock(Func):
+    """The database's clock at the moment a statement reads it (`clock_timestamp()`, not `now()`,
+    which stands still for a whole transaction)."""
+
+    template = "clock_timestamp()"
+    output_field = DateTimeField()
+
+
 def db_in(seconds: float) -> ExpressionWrapper:
     """`now + seconds` on the database's clock, for an UPDATE."""
-    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    return ExpressionWrapper(DbClock() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
 def due() -> Q:
     """Rows whose next attempt is due, on the database's clock (never tried: due at once)."""
-    return Q(next_attempt_at__lte=Now()) | Q(next_attempt_at__isnull=True)
+    return Q(next_attempt_at__lte=DbClock()) | Q(next_attempt_at__isnull=True)
 
 
-def lease_claim(rows: QuerySet, *, seconds: float, **changes: object) -> bool:
-    """Take the lease on a due row (`rows` names it and the state it must still be in): True for
-    exactly one caller. `next_attempt_at` is compared and moved on the database's clock."""
-    return bool(rows.filter(due()).update(next_attempt_at=db_in(seconds), **changes))
+def lease_claim(rows: QuerySet, *, seconds: float, **changes: object) -> datetime | None:
+    """Take the lease on a due row (`rows` names it and the state it must still be in): for exactly
+    one caller its fencing token, the lease's end on the database's clock; None for the others."""
+    lease = db_now() + timedelta(seconds=seconds)
+    return lease if rows.filter(due()).update(next_attempt_at=lease, **changes) else None
 
 
-def lease_claim_many(rows: QuerySet, *, seconds: float, **changes: object) -> list[int]:
-    """`lease_claim` for many rows at once: the ids of those this caller won. Rows another caller is
-    claiming right now are skipped, not waited for (it holds them)."""
+def lease_claim_many(rows: QuerySet, *, seconds: float, **changes: object) -> tuple[list[int], datetime]:
+    """`lease_claim` for many rows at once: the ids of those this caller won, and their one fencing
+    token. Rows another caller is claiming right now are skipped, not waited for (it holds them)."""
     with transaction.atomic():
         won = list(rows.filter(due()).select_for_update(skip_locked=True, of=("self",))
                    .values_list("pk", flat=True))
-        rows.model.objects.filter(pk__in=won).update(next_attempt_at=db_in(seconds), **changes)
-    return won
+        lease = db_now() + timedelta(seconds=seconds)
+        rows.model.objects.filter(pk__in=won).update(next_attempt_at=lease, **changes)
+    return won, lease
+
+
+def lease_left(rows: QuerySet, lease: datetime) -> float:
+    """Seconds left, on the database's clock, of the caller's lease on the rows (`lease`: its
+    token); 0 once it lapsed or another claim holds them."""
+    now = db_now()
+    return max((lease - now).total_seconds(), 0.0) if fenced(rows, lease).exists() else 0.0
+
+
+def lease_held(rows: QuerySet, *, lease: datetime, for_seconds: float) -> bool:
+    """Whether the caller still holds its lease on the row for `for_seconds` more: asked right before
+    an sbatch, whose worst case that is, so a worker that stalled past its lease never sends one
+    after the row was claimed again."""
+    left = lease_left(rows, lease)
+    return left > 0 and left >= for_seconds
+
+
+def fenced(rows: QuerySet, lease: datetime) -> QuerySet:
+    """The row only while it still carries the caller's lease: every write after its sbatch goes
+    through this, so a late answer loses to a later claim instead of overwriting it."""
+    return rows.filter(next_attempt_at=lease)
 
 
 def resubmit_allowed(*, uncertain_at: datetime | None, looked_up_at: datetime) -> bool:
@@ -169,22 +208,58 @@ class Sbatch:
     refused: str = ""
 
 
-def sbatch_attempt(*, submit: Callable[[], str], waiting: QuerySet, retry_seconds: float) -> Sbatch:
+def sbatch_attempt(*, submit: Callable[[], str], waiting: QuerySet, lease: datetime,
+                   retry_seconds: float) -> Sbatch:
     """Run a claimed row's sbatch (`submit` returns Slurm's job id; `waiting` is the row in the state
-    it must still be in). A timeout fences it: Slurm may have the job, so it is sent again only once
-    a lookup a cycle later finds nothing (`resubmit_allowed`)."""
+    it must still be in; `lease` the claim's token), only while the caller still holds its lease for
+    the sbatch's worst case. A lost answer fences it: Slurm may have the job, so it is sent again
+    only once a lookup a cycle later finds nothing (`resubmit_allowed`). The caller records the id
+    through `fenced(waiting, lease)`, and cancels the job if that writes nothing."""
+    if not lease_held(waiting, lease=lease, for_seconds=sbatch_worst_case(first=True)):
+        logger.warning("%s: lease lapsed before its sbatch, nothing sent", waiting.model.__name__)
+        return Sbatch()
+    mine = fenced(waiting, lease)
     try:
         return Sbatch(job_id=submit())
     except SlurmTimedOut as error:
-        waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
-                       reason=f"Slurm did not answer in time ({error.message}); looking for the job "
-                              "before trying again.")
+        sbatch_uncertain(mine, error)
     except SlurmUnreachable as error:
-        waiting.update(next_attempt_at=db_in(retry_seconds),
-                       reason=f"Slurm unreachable, will retry: {error.message}")
+        mine.update(next_attempt_at=db_in(retry_seconds),
+                    reason=f"Slurm unreachable, will retry: {error.message}")
     except SlurmRejected as error:
         return Sbatch(refused=error.message)
     return Sbatch()
+
+
+def sbatch_answer_lost_fence(*, model: type[Model], pk: int, job_id: str, user: str, slurm: Slurm) -> None:
+    """A Slurm job whose sbatch answered after its row went on (ended, or claimed again): cancelled,
+    unless the row holds this very job (the cycle adopted it by its comment meanwhile)."""
+    if model.objects.filter(pk=pk, slurm_job_id=job_id).exists():
+        return
+    try:
+        slurm.cancel(job_id=job_id, user=user)
+    except SlurmError as error:
+        logger.warning("%s %s: Slurm job %s, answered too late, not cancelled: %s", model.__name__, pk,
+                       job_id, error.message)
+        return
+    logger.warning("%s %s: cancelled Slurm job %s, answered too late", model.__name__, pk, job_id)
+
+
+def sbatch_uncertain(rows: QuerySet, error: SlurmTimedOut) -> int:
+    """Mark rows whose sbatch's answer was lost: slurmctld may have the job, so never again until a
+    lookup a full cycle later finds nothing."""
+    return rows.update(submit_uncertain_at=DbClock(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
+                       reason=f"Slurm did not answer in time ({error.message}); looking for the job "
+                              "before trying again.")
+
+
+def sbatch_worst_case(*, first: bool = False) -> float:
+    """How much of its lease a claim must still hold to start an sbatch: that sbatch's worst case
+    (the output folder, then sbatch, each killed at SLURM_TIMEOUT_SECONDS, and the writes after it).
+    For a claim's first sbatch at most its lease less the margin, so that a lease set shorter still
+    lets a fresh claim send one, never a stalled one."""
+    worst = 2 * settings.SLURM_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS
+    return max(min(worst, settings.JOBS_SUBMIT_LEASE_SECONDS - LEASE_MARGIN_SECONDS), 0) if first else worst
 
 
 def work_apply_queue(*, kind: WorkKind[M], queue: list[QueuedJob], queried_at: datetime,

@@ -124,7 +124,7 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
         report.jobs.errors.append(error.message)
         return report
     report.sacct_calls = 1
-    jobs_apply_accounting(unsettled=unsettled, rows=rows, slurm=slurm, report=report.jobs)
+    jobs_apply_accounting(unsettled=unsettled, rows=rows, report=report.jobs)
     report.servers_ended = servers_apply_accounting(servers=servers_left, rows=rows)
     work_apply_accounting(unsettled=apps, rows=rows, slurm=slurm)
     pulls_apply_accounting(unsettled=pulls, rows=rows, slurm=slurm)

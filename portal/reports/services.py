@@ -157,7 +157,7 @@ def job_report_settle(*, job_id: int, slurm: Slurm | None = None) -> bool:
     slurm = slurm or Slurm.from_settings()
     rows = slurm.accounting(job_ids=[job.slurm_job_id]).rows
     sync = SyncReport()
-    jobs_apply_accounting(unsettled=JobsUnsettled(left=[job]), rows=rows, slurm=slurm, report=sync)
+    jobs_apply_accounting(unsettled=JobsUnsettled(left=[job]), rows=rows, report=sync)
     return bool(sync.from_accounting) or not Job.objects.filter(pk=job_id, state__in=IN_SLURM_STATES).exists()
 
 

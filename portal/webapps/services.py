@@ -9,7 +9,7 @@ active app on from that snapshot: queued -> starting -> ready -> ended, with the
 """
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from celery import Task, current_app
@@ -23,7 +23,14 @@ from portal.accounts.models import User
 from portal.cluster.models import PollStatus, SlurmJob
 from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import Conflict, InvalidInput, Unavailable
-from portal.core.slurm_work import WorkKind, lease_claim, sbatch_attempt, work_dispatch
+from portal.core.slurm_work import (
+    WorkKind,
+    fenced,
+    lease_claim,
+    sbatch_answer_lost_fence,
+    sbatch_attempt,
+    work_dispatch,
+)
 from portal.environments.models import Environment
 from portal.jobs.job_templates import TemplateError
 from portal.jobs.models import Job
@@ -117,8 +124,9 @@ def app_submit_first_attempt(*, app_id: int) -> None:
 
 def app_submit(*, app_id: int, slurm: Slurm) -> None:
     """Claim a due app and run its sbatch as its owner (nothing if somebody else holds it)."""
-    if not lease_claim(_waiting(app_id).filter(user__is_active=True),
-                       seconds=settings.JOBS_SUBMIT_LEASE_SECONDS):
+    lease = lease_claim(_waiting(app_id).filter(user__is_active=True),
+                        seconds=settings.JOBS_SUBMIT_LEASE_SECONDS)
+    if lease is None:
         return
     app = App.objects.select_related("user", "type").get(pk=app_id)
     username = app.user.username
@@ -138,24 +146,19 @@ def app_submit(*, app_id: int, slurm: Slurm) -> None:
         return slurm.submit(script=script, user=username, comment=app.slurm_comment,
                             environment=app_job_environment(app=app))
 
-    sbatch = sbatch_attempt(submit=submit, waiting=_waiting(app_id),
+    sbatch = sbatch_attempt(submit=submit, waiting=_waiting(app_id), lease=lease,
                             retry_seconds=settings.JOBS_RETRY_SECONDS)
     if sbatch.refused:
         _end(app, f"Slurm refused it: {sbatch.refused}")
-    elif sbatch.job_id and not _adopt(app, sbatch.job_id, reason="Submitted to Slurm."):
-        _cancel_quietly(slurm, sbatch.job_id, username)  # stopped while sbatch ran: it must not live on
+    elif sbatch.job_id and not _adopt(app, sbatch.job_id, reason="Submitted to Slurm.", lease=lease):
+        # Stopped, or claimed again, while sbatch ran: it must not live on.
+        sbatch_answer_lost_fence(model=App, pk=app.pk, job_id=sbatch.job_id, user=username, slurm=slurm)
 
 
-def _adopt(app: App, job_id: str, reason: str = "Found in Slurm.") -> bool:
-    return bool(_waiting(app.pk).update(slurm_job_id=job_id, submitted_at=timezone.now(),
-                                        next_attempt_at=None, reason=reason))
-
-
-def _cancel_quietly(slurm: Slurm, job_id: str, username: str) -> None:
-    try:
-        slurm.cancel(job_id=job_id, user=username)
-    except SlurmError as error:
-        logger.warning("could not cancel app Slurm job %s: %s", job_id, error.message)
+def _adopt(app: App, job_id: str, reason: str = "Found in Slurm.", lease: datetime | None = None) -> bool:
+    """Record its Slurm job: found by its comment, or answered by the sbatch of the claim `lease`."""
+    rows = _waiting(app.pk) if lease is None else fenced(_waiting(app.pk), lease)
+    return bool(rows.update(slurm_job_id=job_id, submitted_at=Now(), next_attempt_at=None, reason=reason))
 
 
 APPS_WORK = WorkKind(model=App, prefix=COMMENT_PREFIX, waiting=_WAITING, created="created_at", adopt=_adopt,

@@ -155,3 +155,30 @@ def test_the_lease_is_on_the_databases_clock(user, polled):
     assert claimed is not None and job_claim(job_id=job.pk) is None
     lease = claimed.next_attempt_at - db_now()
     assert abs(lease.total_seconds() - settings.JOBS_SUBMIT_LEASE_SECONDS) < 5
+
+
+def test_a_worker_stalled_past_its_lease_sends_no_second_job(user, polled, slurm, settings):
+    """A worker claims a job and stalls until its lease has lapsed on the database's clock; it then
+    sends nothing, neither before the poll cycle hands the job to another worker, which submits it,
+    nor after: one Slurm job, the one the row holds."""
+    lease_seconds = settings.JOBS_SUBMIT_LEASE_SECONDS
+    job = _job(user)
+    settings.JOBS_SUBMIT_LEASE_SECONDS = 2
+    stalled = job_claim(job_id=job.pk)
+    assert stalled is not None
+    settings.JOBS_SUBMIT_LEASE_SECONDS = lease_seconds
+    while db_now() <= stalled.next_attempt_at:
+        time.sleep(0.5)
+    try:
+        job_submit_attempt(job=stalled, slurm=slurm)  # lapsed, though nobody took it over yet
+        assert _slurm_jobs(job.slurm_comment) == {}
+        report = _cycle(slurm)  # looked up by comment and owner, found nowhere: sent again
+        assert report.resubmitted == 1
+        job.refresh_from_db()
+        assert job.state == JobState.PENDING and job.submit_attempts == 2
+        job_submit_attempt(job=stalled, slurm=slurm)  # it wakes up once more
+        job.refresh_from_db()
+        assert _slurm_jobs(job.slurm_comment) == {job.slurm_job_id: "alice"}
+        assert job.state in (JobState.PENDING, JobState.RUNNING) and job.submit_attempts == 2
+    finally:
+        subprocess.run(["scancel", *(_slurm_jobs(job.slurm_comment) or ["0"])], check=False)

@@ -5,7 +5,8 @@ Exactly once towards Slurm, by the rules every piece of the portal's Slurm work 
 - the row is saved (QUEUED_IN_PORTAL) before anything is asked of Slurm, and Slurm gets the job's
   UUID as its comment;
 - whoever runs `sbatch` first claims the row with a lease on the database's clock, longer than the
-  worst case of the calls it covers (`JOBS_SUBMIT_LEASE_SECONDS`), just before the call;
+  worst case of the calls it covers (`JOBS_SUBMIT_LEASE_SECONDS`), just before the call, and sends
+  it only while it still holds that lease; every write after it is fenced by the lease;
 - a job whose lease ran out is looked up by its UUID and owner in the queue and in accounting (the
   poll cycle, `sync.py`) before it is claimed again; one whose sbatch timed out only after a lookup
   a full cycle later;
@@ -19,12 +20,12 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from portal.accounts.models import User
@@ -32,7 +33,16 @@ from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
 from portal.core.report_tokens import report_token
-from portal.core.slurm_work import db_in, db_now, lease_claim_many
+from portal.core.slurm_work import (
+    DbClock,
+    db_in,
+    db_now,
+    fenced,
+    lease_claim_many,
+    lease_left,
+    sbatch_uncertain,
+    sbatch_worst_case,
+)
 from portal.core.tracking_tokens import tracking_environment
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.batch import jobs_submit_dispatch
@@ -114,10 +124,13 @@ def jobs_submit_first_attempts(*, job_ids: Sequence[int]) -> None:
 def jobs_claim(*, job_ids: Sequence[int]) -> list[Job]:
     """Take the lease on each due job of an active user, just before their sbatch; the jobs won
     (none that anybody else holds or that left the portal's queue), in the order stored."""
-    won = lease_claim_many(
+    won, lease = lease_claim_many(
         Job.objects.filter(pk__in=job_ids, state=JobState.QUEUED_IN_PORTAL, user__is_active=True),
         seconds=settings.JOBS_SUBMIT_LEASE_SECONDS, submit_attempts=F("submit_attempts") + 1)
-    return list(Job.objects.select_related("user").filter(pk__in=won).order_by("pk"))
+    jobs = list(Job.objects.select_related("user").filter(pk__in=won).order_by("pk"))
+    for job in jobs:
+        job.next_attempt_at = lease  # the claim's fencing token, whatever the row says by now
+    return jobs
 
 
 def job_claim(*, job_id: int) -> Job | None:
@@ -132,29 +145,38 @@ def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
 
 
 def jobs_sbatch(*, jobs: Sequence[Job], slurm: Slurm) -> None:
-    """One sbatch each for jobs whose lease the caller holds, one after the other (one submitter per
-    user: `Slurm.submitter`), then the jobs Slurm took written at once (one UPDATE) and every job
-    that moved announced once (`jobs_changed`).
+    """One sbatch each for jobs whose lease the caller holds (`jobs_claim`: their `next_attempt_at`
+    is its token), one after the other (one submitter per user: `Slurm.submitter`), then the jobs
+    Slurm took written at once (one UPDATE, fenced by the lease) and every job that moved announced
+    once (`jobs_changed`).
 
-    The lease covers each sbatch's worst case (the output folder, then sbatch, each killed at
-    SLURM_TIMEOUT_SECONDS): a job after the first is started only while that still ends inside the
-    lease, and the first sbatch that cannot reach Slurm or times out stops the rest (they would wait
-    out the same timeout one by one). A job not started is due again, with nothing uncertain about it."""
-    started = time.monotonic()
-    worst_case = 2 * settings.SLURM_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS
+    Each sbatch starts only while the lease still covers its worst case (the output folder, then
+    sbatch, each killed at SLURM_TIMEOUT_SECONDS), by what is left of it on the database's clock,
+    read once, then counted down here: a worker that stalled past its lease sends nothing more, and
+    the jobs it did not start are due again, with nothing uncertain about them. The first sbatch
+    that cannot reach Slurm or loses its answer stops the rest (they would wait out the same timeout
+    one by one)."""
     environments = jobs_report_environments(jobs=jobs)
     per_user = Counter(job.user.username for job in jobs)
+    claimed = [job.pk for job in jobs]
+    ends: dict[datetime, float] = {}  # each lease's end, as the database's clock says, in time.monotonic()
     taken: list[Job] = []
     refused: list[int] = []
     with contextlib.ExitStack() as opened:
         submitters: dict[str, Submit] = {}
         for index, job in enumerate(jobs):
-            if index and time.monotonic() - started + worst_case > settings.JOBS_SUBMIT_LEASE_SECONDS:
-                Job.objects.filter(pk__in=[other.pk for other in jobs[index:]],
-                                   state=JobState.QUEUED_IN_PORTAL).update(next_attempt_at=Now())
+            lease = job.next_attempt_at
+            waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
+            mine = fenced(waiting, lease)
+            if lease not in ends:  # one read of the database's clock per lease, not per job
+                ends[lease] = time.monotonic() + lease_left(Job.objects.filter(pk__in=claimed), lease)
+            if (left := ends[lease] - time.monotonic()) <= 0 or left < sbatch_worst_case(first=not index):
+                left = [other.pk for other in jobs[index:]]
+                fenced(Job.objects.filter(pk__in=left, state=JobState.QUEUED_IN_PORTAL), lease).update(
+                    next_attempt_at=DbClock())
+                logger.warning("jobs %s: the lease no longer covers an sbatch, nothing sent", left)
                 break
             user = job.user.username
-            waiting = Job.objects.filter(pk=job.pk, state=JobState.QUEUED_IN_PORTAL)
             try:
                 if user not in submitters:
                     submitters[user] = opened.enter_context(slurm.submitter(user=user, jobs=per_user[user]))
@@ -163,23 +185,20 @@ def jobs_sbatch(*, jobs: Sequence[Job], slurm: Slurm) -> None:
                 job.slurm_job_id = submitters[user](script=job.script, comment=job.slurm_comment,
                                                     environment=environments[job.pk])
             except SlurmTimedOut as error:
-                # slurmctld may have taken it: never again until a lookup a full cycle later finds nothing.
-                waiting.update(submit_uncertain_at=Now(), next_attempt_at=db_in(settings.SLURM_POLL_SECONDS),
-                               reason=f"Slurm did not answer in time ({error.message}); looking for the job "
-                                      "before trying again.")
+                sbatch_uncertain(mine, error)
             except SlurmUnreachable as error:
-                waiting.update(reason=f"Slurm unreachable, will retry: {error.message}",
-                               next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
+                mine.update(reason=f"Slurm unreachable, will retry: {error.message}",
+                            next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
             except SlurmRejected as error:
-                if waiting.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
-                                  ended_at=timezone.now()):
+                if mine.update(state=JobState.REJECTED, reason=error.message, next_attempt_at=None,
+                               ended_at=timezone.now()):
                     refused.append(job.pk)
                 continue
             else:
                 taken.append(job)
                 continue
-            Job.objects.filter(pk__in=[other.pk for other in jobs[index + 1:]],
-                               state=JobState.QUEUED_IN_PORTAL).update(
+            fenced(Job.objects.filter(pk__in=[other.pk for other in jobs[index + 1:]],
+                                      state=JobState.QUEUED_IN_PORTAL), lease).update(
                 reason=SLURM_DOWN_REASON, next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
             break
     changed = [*refused, *_adopt(taken, slurm)]
@@ -188,23 +207,27 @@ def jobs_sbatch(*, jobs: Sequence[Job], slurm: Slurm) -> None:
 
 
 def _adopt(taken: list[Job], slurm: Slurm) -> list[int]:
-    """Record the Slurm ids of the jobs sbatch took, where each is still waiting in the portal; a job
-    cancelled in the portal meanwhile must not live on in Slurm."""
-    now = timezone.now()
+    """Record the Slurm ids of the jobs sbatch took, where each still carries the lease its sbatch
+    was sent under; a job cancelled in the portal, or claimed again, meanwhile must not live on in
+    Slurm (unless the poll cycle adopted this very Slurm job by its comment)."""
+    now = db_now()  # compared with the cycle's squeue time (the database's clock) in sync.py
     for job in taken:
-        job.state, job.reason, job.slurm_submitted_at, job.next_attempt_at = JobState.PENDING, "", now, None
-    written = jobs_rows_update(taken, _ADOPTED_FIELDS, states=[JobState.QUEUED_IN_PORTAL])
+        job.slurm_submitted_at = now
+    leases = {job.pk: job.next_attempt_at for job in taken}
+    for job in taken:
+        job.state, job.reason, job.next_attempt_at = JobState.PENDING, "", None
+    written = jobs_rows_update(taken, _ADOPTED_FIELDS, states=[JobState.QUEUED_IN_PORTAL], leases=leases)
     missed = [job for job in taken if job.pk not in written]
     recorded = dict(Job.objects.filter(pk__in=[job.pk for job in missed]).values_list("pk", "slurm_job_id"))
     for job in missed:
         if recorded.get(job.pk) != job.slurm_job_id:  # not the poll cycle adopting this same Slurm job
+            logger.warning("job %s: its sbatch answered %s after it went on, cancelling it", job.pk,
+                           job.slurm_job_id)
             _cancel_quietly(slurm, job.slurm_job_id, job.user.username)
     return written
 
 
 _ADOPTED_FIELDS = ["state", "slurm_job_id", "reason", "slurm_submitted_at", "next_attempt_at"]
-# Room between the last sbatch a lease lets start and the lease's end, for the writes after it.
-LEASE_MARGIN_SECONDS = 10
 
 
 def jobs_report_environments(*, jobs: Sequence[Job]) -> dict[int, dict[str, str]]:

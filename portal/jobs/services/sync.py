@@ -11,16 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
-from portal.core.slurm_work import duplicates, resubmit_allowed, rows_of
+from portal.core.slurm_work import db_now, due, duplicates, resubmit_allowed, rows_of
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
+from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.rows import jobs_rows_update
-from portal.jobs.services.submission import job_claim, job_submit_attempt
 from portal.jobs.signals import jobs_changed, jobs_ended
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
@@ -59,7 +58,7 @@ class SyncReport:
     from_queue: int = 0
     from_accounting: int = 0
     adopted: int = 0
-    resubmitted: int = 0
+    resubmitted: int = 0  # handed to their own task to claim and submit
     fenced: int = 0  # possibly submitted: not sent again before a full cycle's lookup
     duplicates_cancelled: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -110,8 +109,7 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
         transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
 
     # Due on the database's clock, as every lease and retry time is set (portal.core.slurm_work).
-    due = Job.objects.filter(state=JobState.QUEUED_IN_PORTAL, next_attempt_at__lte=Now())
-    for job in due.select_related("user"):
+    for job in Job.objects.filter(due(), state=JobState.QUEUED_IN_PORTAL).select_related("user"):
         if found := rows_of(by_comment.get(job.slurm_comment, []), comment=job.slurm_comment,
                             user=job.user.username):
             report.adopted += _adopt(job, found[0].job_id)
@@ -137,10 +135,10 @@ def _duplicates_cancel(job: Job, rows: list[QueuedJob], slurm: Slurm, report: Sy
         report.duplicates_cancelled.append(job_id)
 
 
-def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob], slurm: Slurm,
-                          report: SyncReport) -> None:
+def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob], report: SyncReport) -> None:
     """Final states of jobs that left the queue; then each due retry is either found in
-    accounting by its UUID (adopted) or claimed and submitted, one at a time."""
+    accounting by its UUID (adopted) or handed to its own task (`jobs_submit_dispatch`), which
+    claims and submits it under its own time limit, never the cycle's."""
     rows = accounting_arrays_fold(rows)  # an array (a sweep) as one row, adopted by its own id
     by_id = {row.job_id: row for row in rows}
     final = [job for job in unsettled.left
@@ -154,16 +152,19 @@ def jobs_apply_accounting(*, unsettled: JobsUnsettled, rows: list[AccountedJob],
         for text in (row.comment, row.submit_line):
             if match := _UUID_IN_TEXT.search(text):
                 markers.setdefault((match[1], row.user), row)  # rows come oldest first
+    resubmit: list[int] = []
+    looked_up_at = unsettled.queried_at or db_now()
     for job in unsettled.unresolved:
         row = markers.get((str(job.uuid), job.user.username))
         if row is not None:
             report.adopted += _adopt(job, row.job_id)
-        elif not resubmit_allowed(uncertain_at=job.submit_uncertain_at,
-                                  looked_up_at=unsettled.queried_at or timezone.now()):
+        elif not resubmit_allowed(uncertain_at=job.submit_uncertain_at, looked_up_at=looked_up_at):
             report.fenced += 1
-        elif (claimed := job_claim(job_id=job.pk)) is not None:
-            job_submit_attempt(job=claimed, slurm=slurm)
-            report.resubmitted += 1
+        else:
+            resubmit.append(job.pk)
+    if resubmit:
+        jobs_submit_dispatch(job_ids=resubmit)
+        report.resubmitted += len(resubmit)
 
 
 def _apply_queue_row(job: Job, row: QueuedJob, state: JobState) -> bool:
