@@ -7,7 +7,9 @@ for Celery tasks.
 Only meaningful fields are snapshot, and updates are recorded only when one of them changes, so the
 poll cycle writes a row when a job changes state, not every cycle. Secrets (token digests, registry
 keys, app secrets) are never copied. Event tables refuse UPDATE and DELETE (`append_only`); the
-retention task alone deletes, under `pgtrigger.ignore` (portal.audit.services.audit_prune).
+retention task alone deletes, through the database function audit_prune(). `manage.py audit_seal` gives
+the event tables to a role of their own, so the portal's role can only insert and read them
+(portal.audit.sealing).
 """
 
 import pghistory

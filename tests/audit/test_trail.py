@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from unittest.mock import patch
 
 import pghistory
+import pgtrigger
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
@@ -20,7 +21,7 @@ from portal.accounts.models import User
 from portal.accounts.services import api_token_create
 from portal.audit.models import JobEvent, Login
 from portal.audit.selectors import activity_of, described, event_models
-from portal.audit.services import audit_prune
+from portal.audit.services import RETENTION_FLOOR_DAYS, audit_prune
 from portal.containers.models import RegistryCredential
 from portal.core.audit_context import acting
 from portal.extensions.models import ExtensionRequest
@@ -339,9 +340,18 @@ def test_events_cannot_be_changed_or_deleted_except_by_retention(world, settings
         JobEvent.objects.update(state="X")
     with pytest.raises(DatabaseError), transaction.atomic():
         JobEvent.objects.all().delete()
-    settings.AUDIT_RETENTION_DAYS = 0
+    settings.AUDIT_RETENTION_DAYS = 0  # still keeps the last RETENTION_FLOOR_DAYS
+    assert audit_prune() == 0 and JobEvent.objects.exists()
+    old = timezone.now() - timedelta(days=RETENTION_FLOOR_DAYS + 1)
+    with pgtrigger.ignore("audit.JobEvent:append_only"):  # the test's backdating, not the portal's
+        JobEvent.objects.update(pgh_created_at=old)
+    Login.objects.update(created_at=old)
+    _login_ok(world)
     assert audit_prune() > 0
-    assert not JobEvent.objects.exists() and not Login.objects.exists()
+    assert not JobEvent.objects.exists() and list(Login.objects.values_list("succeeded", flat=True)) == [True]
+    with pytest.raises(DatabaseError, match="last 30 days are kept"), \
+            transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT audit_prune(29)")
 
 
 def test_admin_search_and_json_lines_export(world):
