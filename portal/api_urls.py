@@ -4,7 +4,6 @@ from django.urls import path
 
 from portal.accounts import api as accounts_api
 from portal.audit import api as audit_api
-from portal.benchmarks import api as benchmarks_api
 from portal.benchmarks.api_urls import urlpatterns as benchmarks_urlpatterns
 from portal.cluster import api as cluster_api
 from portal.containers import api as containers_api
@@ -24,6 +23,7 @@ from portal.sweeps import api as sweeps_api
 from portal.tensorboards import api as tensorboards_api
 from portal.tracking import artifacts_api as tracking_artifacts_api
 from portal.tracking import compare_api as tracking_compare_api
+from portal.usage.api_urls import urlpatterns as usage_urlpatterns
 from portal.webapps import api as webapps_api
 
 urlpatterns = [
@@ -52,7 +52,6 @@ urlpatterns = [
     path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),
     path("sessions/<slug:name>/gpu/", gpus_api.SessionGpuApi.as_view(), name="session-gpu"),
-    path("usage/gpus/", benchmarks_api.GpuEfficiencyApi.as_view(), name="usage-gpus"),
     path("sessions/<slug:name>/keep/", idle_api.SessionKeepApi.as_view(), name="session-keep"),
     path("jobs/<id:job_id>/extend/", extensions_api.JobExtendApi.as_view(), name="job-extend"),
     path("extensions/", extensions_api.ExtensionListApi.as_view(), name="extensions"),
@@ -75,4 +74,5 @@ urlpatterns = [
     path("activity/", audit_api.ActivityApi.as_view(), name="activity"),
     *benchmarks_urlpatterns,
     *efficiency_urlpatterns,
+    *usage_urlpatterns,
 ]

@@ -34,6 +34,7 @@ urlpatterns = [
     path("idle-gpus/", include("portal.gpus.idle_urls")),
     path("tracking/", include("portal.tracking.page_urls")),
     path("usage/efficiency/", include("portal.efficiency.urls")),
+    path("usage/", include("portal.usage.urls")),
     path("", include("portal.benchmarks.urls")),
     path("oauth/", include("portal.accounts.oauth_urls")),
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),

@@ -1,5 +1,4 @@
-"""REST: benchmark history, one result, comparison, admin import; references; usage and its GPU
-efficiency (portal.gpus.efficiency)."""
+"""REST: benchmark history, one result, comparison, admin import; references."""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -30,15 +29,10 @@ from portal.benchmarks.serializers import (
     ResultDetailSerializer,
     ResultFilterSerializer,
     ResultSerializer,
-    UsageInputSerializer,
-    UsageSerializer,
 )
 from portal.benchmarks.services import reference_create, reference_derive, result_import
-from portal.benchmarks.usage import UsageQuery, usage_range, usage_rows
 from portal.core.errors import Forbidden, InvalidInput, NotFound
 from portal.core.pagination import CursorPage
-from portal.gpus.efficiency import gpu_efficiency_rows
-from portal.gpus.serializers import GpuEfficiencySerializer
 
 _ADMINS = OpenApiResponse(description="Admins only")
 
@@ -214,52 +208,3 @@ class ReferenceListCreateApi(ListAPIView):
             }
             reference = reference_create(user=request.user, lower=lower, upper=upper, **values)
         return Response(ReferenceSerializer(reference).data, status=status.HTTP_201_CREATED)
-
-
-class UsageApi(APIView):
-    @extend_schema(
-        parameters=[UsageInputSerializer],
-        responses=UsageSerializer,
-        summary="Jobs, GPU-hours, success rate and time in queue per user or group, by week "
-        "or month (yours; admins: everybody's)",
-    )
-    def get(self, request: Request) -> Response:
-        data = UsageInputSerializer(data=request.query_params)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
-        query = UsageQuery(
-            period=values["period"],
-            group_by=values["group_by"],
-            since=values.get("since"),
-            until=values.get("until"),
-            username=values.get("user"),
-        )
-        rows = usage_rows(user=request.user, query=query)
-        body = {
-            "period": query.period,
-            "group_by": query.group_by,
-            "rows": rows,
-            "metrics_url": "/api/v1/jobs/{id}/metrics/",
-        }
-        return Response(UsageSerializer(body).data)
-
-
-class GpuEfficiencyApi(APIView):
-    @extend_schema(parameters=[UsageInputSerializer], responses={200: GpuEfficiencySerializer},
-                   summary="GPU efficiency per user or group: allocated against busy GPU-hours",
-                   description="As /usage/ shows it (yours; admins: everybody's, or one `user`'s), for the "
-                               "jobs submitted and the sessions asked for in [since, until) (default: the "
-                               "last 12 weeks, or year with period=month). Busy GPU-hours: allocated "
-                               "GPU-hours x the mean utilisation of all the samples a job or session sent; "
-                               "efficiency: busy / sampled GPU-hours. From the database.")
-    def get(self, request: Request) -> Response:
-        data = UsageInputSerializer(data=request.query_params)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
-        query = UsageQuery(period=values["period"], group_by=values["group_by"], since=values.get("since"),
-                           until=values.get("until"), username=values.get("user"))
-        since, until = usage_range(query)
-        rows = gpu_efficiency_rows(user=request.user, since=since, until=until, group_by=query.group_by,
-                                   username=query.username)
-        return Response(GpuEfficiencySerializer(
-            {"since": since, "until": until, "group_by": query.group_by, "rows": rows}).data)

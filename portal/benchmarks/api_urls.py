@@ -10,5 +10,4 @@ urlpatterns = [
     path("benchmarks/import/", api.ResultImportApi.as_view(), name="benchmarks-import"),
     path("benchmarks/<id:result_id>/", api.ResultDetailApi.as_view(), name="benchmark-detail"),
     path("references/", api.ReferenceListCreateApi.as_view(), name="references"),
-    path("usage/", api.UsageApi.as_view(), name="usage"),
 ]

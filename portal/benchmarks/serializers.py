@@ -244,31 +244,3 @@ class ReferenceInputSerializer(serializers.Serializer):
             if missing:
                 raise serializers.ValidationError(missing)
         return data
-
-
-class UsageInputSerializer(serializers.Serializer):
-    period = serializers.ChoiceField(choices=["week", "month"], default="week")
-    group_by = serializers.ChoiceField(choices=["user", "group"], default="user")
-    since = serializers.DateTimeField(required=False)
-    until = serializers.DateTimeField(required=False)
-    user = serializers.RegexField(r"^[a-z_][a-z0-9_.-]{0,31}$", required=False, help_text="Admins: one user")
-
-
-class UsageRowSerializer(serializers.Serializer):
-    period = serializers.CharField()
-    period_start = serializers.DateField()
-    group_by = serializers.CharField()
-    name = serializers.CharField(help_text="User name, or directory group")
-    jobs = serializers.IntegerField(help_text="Submitted in the period")
-    ended = serializers.IntegerField()
-    completed = serializers.IntegerField()
-    success_rate = serializers.FloatField(allow_null=True, help_text="completed / ended")
-    gpu_hours = serializers.FloatField()
-    avg_queue_minutes = serializers.FloatField(allow_null=True, help_text="Submission to start, started jobs")
-
-
-class UsageSerializer(serializers.Serializer):
-    period = serializers.CharField()
-    group_by = serializers.CharField()
-    rows = UsageRowSerializer(many=True)
-    metrics_url = serializers.CharField(help_text="Training metrics per job: GET /api/v1/jobs/{id}/metrics/")

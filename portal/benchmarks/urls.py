@@ -9,7 +9,4 @@ urlpatterns = [
     path("benchmarks/charts/", views.charts_view, name="charts"),
     path("benchmarks/import/", views.import_view, name="import"),
     path("benchmarks/<id:result_id>/", views.result_view, name="result"),
-    path("usage/", views.usage_view, name="usage"),
-    path("usage/csv/", views.usage_csv_view, name="usage-csv"),
-    path("usage/gpus.csv", views.usage_gpus_csv_view, name="usage-gpus-csv"),
 ]

@@ -1,7 +1,7 @@
 """Benchmark pages: history with filters, one result, compare, charts, admin import; usage + CSV."""
 
 from contextlib import suppress
-from datetime import date, datetime, time, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -12,7 +12,6 @@ from django.shortcuts import redirect, render
 from django.template.defaultfilters import floatformat
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_date
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
@@ -35,10 +34,9 @@ from portal.benchmarks.selectors import (
 )
 from portal.benchmarks.serializers import ContextSerializer
 from portal.benchmarks.services import reference_for, result_import
-from portal.benchmarks.usage import UsageQuery, usage_chart, usage_csv, usage_range, usage_rows
 from portal.core.converters import id_or_none
 from portal.core.errors import Forbidden, InvalidInput
-from portal.gpus.efficiency import gpu_allocated_total, gpu_efficiency_csv, gpu_efficiency_rows
+from portal.core.periods import day_or_none, midnight
 
 PAGE_SIZE = 50
 # Tools whose result page shows an inference run's table, accuracy and charts.
@@ -54,20 +52,9 @@ CHART_KINDS = {
 }
 
 
-def _day(text: str) -> date | None:
-    try:
-        return parse_date(text or "")
-    except ValueError:
-        return None
-
-
-def _midnight(day: date, plus: int = 0) -> datetime:
-    return timezone.make_aware(datetime.combine(day + timedelta(days=plus), time()))
-
-
 def _filters(query: Any) -> ResultFilters:
     """Filters from a page's query string; anything malformed is ignored, as on the jobs page."""
-    after, before = _day(query.get("from", "")), _day(query.get("to", ""))
+    after, before = day_or_none(query.get("from", "")), day_or_none(query.get("to", ""))
     gpus = id_or_none(query.get("gpus", ""))
     flagged = {"1": True, "0": False}.get(query.get("flagged", ""))
     text = lambda name, limit=128: (query.get(name) or "")[:limit] or None  # noqa: E731
@@ -79,8 +66,8 @@ def _filters(query: Any) -> ResultFilters:
         gpu_type=text("gpu_type", 64),
         partition=text("partition", 64),
         flagged=flagged,
-        run_after=_midnight(after) if after else None,
-        run_before=_midnight(before, 1) if before else None,
+        run_after=midnight(after) if after else None,
+        run_before=midnight(before, 1) if before else None,
         username=text("user", 32),
     )
 
@@ -426,65 +413,3 @@ def import_view(request: HttpRequest) -> HttpResponse:
         {"tools": TOOLS, "problems": problems, "posted": request.POST},
         status=400 if problems else 200,
     )
-
-
-def _usage_query(request: HttpRequest) -> UsageQuery:
-    query = request.GET
-    after, before = _day(query.get("from", "")), _day(query.get("to", ""))
-    return UsageQuery(
-        period="month" if query.get("period") == "month" else "week",
-        group_by="group" if query.get("group_by") == "group" else "user",
-        since=_midnight(after) if after else None,
-        until=_midnight(before, 1) if before else None,
-        username=(query.get("user") or None) if request.user.is_staff else None,
-    )
-
-
-@login_required
-def usage_view(request: HttpRequest) -> HttpResponse:
-    usage = _usage_query(request)
-    try:
-        rows = usage_rows(user=request.user, query=usage)
-        since, until = usage_range(usage)
-    except InvalidInput as error:
-        rows, problems, total, efficiency = [], error.fields, None, None
-    else:
-        problems = {}
-        # One line that ties the table by period (batch jobs) to the efficiency table (jobs and sessions).
-        total = gpu_allocated_total(user=request.user, since=since, until=until, username=usage.username)
-        efficiency = gpu_efficiency_rows(user=request.user, since=since, until=until, group_by=usage.group_by,
-                                         username=usage.username)
-    return render(
-        request,
-        "benchmarks/usage.html",
-        {
-            "rows": rows,
-            "total": total,
-            "efficiency": efficiency,
-            "usage": usage,
-            "query": request.GET,
-            "problems": problems,
-            "csv_query": request.GET.urlencode(),
-            "spec": usage_chart(rows),
-        },
-    )
-
-
-@login_required
-def usage_csv_view(request: HttpRequest) -> HttpResponse:
-    rows = usage_rows(user=request.user, query=_usage_query(request))
-    response = HttpResponse(usage_csv(rows), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="usage.csv"'
-    return response
-
-
-@login_required
-def usage_gpus_csv_view(request: HttpRequest) -> HttpResponse:
-    """/usage/'s GPU efficiency table (portal.gpus.efficiency) as CSV, for the same query."""
-    usage = _usage_query(request)
-    since, until = usage_range(usage)
-    rows = gpu_efficiency_rows(user=request.user, since=since, until=until, group_by=usage.group_by,
-                               username=usage.username)
-    response = HttpResponse(gpu_efficiency_csv(rows), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="gpu-efficiency.csv"'
-    return response

@@ -42,7 +42,7 @@ GROUPS: tuple[Group, ...] = (
         Link("Queue wait and start latency", "timing", "timing-link", staff_only=True),
     )),
     Group("Account", (
-        Link("Usage and budgets", "benchmarks:usage", "usage-link"),
+        Link("Usage and budgets", "usage:page", "usage-link"),
         Link("Efficiency", "efficiency:report", "efficiency-link"),
         Link("Activity", "audit:activity", "activity-link"),
         Link("Notifications", "notifications:settings", "notifications-link"),

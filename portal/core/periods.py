@@ -1,7 +1,10 @@
 """A report's period from `since` and `until` (either may be missing): one rule for /usage/ and the
-efficiency reports, with the same field-named errors."""
+efficiency reports, with the same field-named errors; and the days of the pages' date filters."""
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
+
+from django.utils import timezone
+from django.utils.dateparse import parse_date
 
 from portal.core.errors import InvalidInput
 
@@ -19,3 +22,17 @@ def period_bounds(since: datetime | None, until: datetime, *, span: timedelta) -
     if until - since > MAX_RANGE:
         raise InvalidInput({"since": ["At most three years at once."]})
     return since, until
+
+
+def day_or_none(text: str) -> date | None:
+    """A page's `from`/`to` filter (YYYY-MM-DD); None when missing, malformed or impossible (a
+    filter that does not parse is ignored, as on the jobs page)."""
+    try:
+        return parse_date(text or "")
+    except ValueError:  # well formed but impossible, like 2026-02-30
+        return None
+
+
+def midnight(day: date, plus_days: int = 0) -> datetime:
+    """The start of `day` (plus some days) in the portal's time zone: `to` filters end at midnight after."""
+    return timezone.make_aware(datetime.combine(day + timedelta(days=plus_days), time()))

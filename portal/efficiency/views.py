@@ -1,15 +1,13 @@
 """/usage/efficiency/: the efficiency report per user or group, its CSV, and admins' most wasteful users."""
 
 from dataclasses import replace
-from datetime import date, datetime, time, timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils import timezone
-from django.utils.dateparse import parse_date
 
 from portal.core.errors import InvalidInput
+from portal.core.periods import day_or_none, midnight
 from portal.efficiency.reports import (
     ReportQuery,
     efficiency_csv,
@@ -19,24 +17,14 @@ from portal.efficiency.reports import (
 )
 
 
-def _day(text: str) -> date | None:
-    try:
-        return parse_date(text or "")
-    except ValueError:
-        return None
-
-
-def _midnight(day: date | None, plus: int = 0) -> datetime | None:
-    return timezone.make_aware(datetime.combine(day + timedelta(days=plus), time())) if day else None
-
-
 def _query(request: HttpRequest) -> ReportQuery:
     """From the page's query string: days, the `until` day included; anything malformed is ignored."""
     query = request.GET
+    since, until = day_or_none(query.get("since", "")), day_or_none(query.get("until", ""))
     return ReportQuery(
         group_by="group" if query.get("group_by") == "group" else "user",
-        since=_midnight(_day(query.get("since", ""))),
-        until=_midnight(_day(query.get("until", "")), 1),
+        since=midnight(since) if since else None,
+        until=midnight(until, 1) if until else None,
         username=(query.get("user") or None) if request.user.is_staff else None,
     )
 

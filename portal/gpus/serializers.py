@@ -54,21 +54,3 @@ class JobGpuSerializer(serializers.Serializer):
     idle = IdleStateSerializer(allow_null=True, help_text=(
         "Where it stands with idle GPUs (docs: Idle GPUs); null when never watched. A warned session "
         "is kept with POST /api/v1/sessions/{name}/keep/."))
-
-
-class GpuEfficiencyRowSerializer(serializers.Serializer):
-    group_by = serializers.CharField()
-    name = serializers.CharField(help_text="User name, or directory group")
-    jobs = serializers.IntegerField(help_text="Jobs with GPUs submitted in the period that started")
-    sessions = serializers.IntegerField(help_text="Sessions with GPUs asked for in the period that started")
-    allocated_gpu_hours = serializers.FloatField(help_text="GPUs x elapsed (a running one up to now)")
-    sampled_gpu_hours = serializers.FloatField(help_text="Allocated GPU-hours of those that sent GPU samples")
-    busy_gpu_hours = serializers.FloatField(help_text="Allocated GPU-hours x their samples' mean utilisation")
-    efficiency = serializers.FloatField(allow_null=True, help_text="busy / sampled GPU-hours")
-
-
-class GpuEfficiencySerializer(serializers.Serializer):
-    since = serializers.DateTimeField()
-    until = serializers.DateTimeField()
-    group_by = serializers.CharField()
-    rows = GpuEfficiencyRowSerializer(many=True)

@@ -3,7 +3,7 @@
 import csv
 import shlex
 import uuid
-from datetime import date, datetime, time, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -11,8 +11,6 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
-from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.cluster.models import PollStatus
@@ -20,6 +18,7 @@ from portal.core.converters import id_or_none
 from portal.core.csv_cells import csv_cell
 from portal.core.errors import Conflict, InvalidInput
 from portal.core.live import follows
+from portal.core.periods import day_or_none, midnight
 from portal.core.throttling import page_throttled
 from portal.environments.selectors import environment_choices, environment_list
 from portal.jobs.job_templates import Parameter, catalog
@@ -58,12 +57,12 @@ def job_part_render(request: HttpRequest, job_id: int, template: str) -> HttpRes
 def job_list_view(request: HttpRequest) -> HttpResponse:
     query = request.GET
     state = query.get("state") if query.get("state") in JobState.values else None
-    after, before = _day(query.get("from", "")), _day(query.get("to", ""))
+    after, before = day_or_none(query.get("from", "")), day_or_none(query.get("to", ""))
     filters = JobFilters(
         state=state, template=query.get("template") or None,
         username=(query.get("user") or None) if request.user.is_staff else None,
-        submitted_after=_midnight(after) if after else None,
-        submitted_before=_midnight(before, 1) if before else None,
+        submitted_after=midnight(after) if after else None,
+        submitted_before=midnight(before, 1) if before else None,
         any_id=query.get("q", "").strip() or None,
     )
     jobs = job_list(user=request.user, filters=filters)
@@ -84,17 +83,6 @@ def job_list_view(request: HttpRequest) -> HttpResponse:
         "states": JobState.choices,
         "templates": sorted(catalog().templates.values(), key=lambda t: t.name), "query": query,
     })
-
-
-def _day(text: str) -> date | None:
-    try:
-        return parse_date(text)
-    except ValueError:  # well formed but impossible, like 2026-02-30
-        return None
-
-
-def _midnight(day: date, plus_days: int = 0) -> datetime:
-    return timezone.make_aware(datetime.combine(day + timedelta(days=plus_days), time()))
 
 
 @login_required

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "portal.projects",
     "portal.home",
     "portal.efficiency",
+    "portal.usage",
     "pgtrigger",
     "pghistory",
     "portal.audit",
@@ -288,6 +289,12 @@ CELERY_TASK_ACKS_LATE = True
 # A task still running after this many seconds is killed (prefork: its pool process gets SIGKILL)
 # and fails with TimeLimitExceeded; the worker goes on with a fresh process.
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT_SECONDS", default=120)
+# Every audit event is also sent to syslog, one JSON object a line (docs/admin/audit.md): a Unix
+# socket path, or host:port for UDP; empty: not sent.
+AUDIT_SYSLOG_ADDRESS = env("AUDIT_SYSLOG_ADDRESS", default="/dev/log")
+AUDIT_SYSLOG_FACILITY = env("AUDIT_SYSLOG_FACILITY", default="authpriv")  # SysLogHandler's facility names
+# The audit-syslog task sends the new events this often.
+AUDIT_SYSLOG_SECONDS = env.float("AUDIT_SYSLOG_SECONDS", default=60.0)
 CELERY_BEAT_SCHEDULE = {
     "slurm-poll": {
         "task": "portal.poll.tasks.poll_cycle",
@@ -315,6 +322,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3600},
     },
+    "audit-syslog": {
+        "task": "portal.audit.tasks.audit_syslog",
+        "schedule": AUDIT_SYSLOG_SECONDS,
+        "options": {"expires": AUDIT_SYSLOG_SECONDS},
+    },
     "environments-check": {
         "task": "portal.environments.tasks.environments_check",
         "schedule": ENVIRONMENTS_CHECK_SECONDS,
@@ -324,6 +336,7 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- Audit trail (portal.audit) ---
 # Events older than this many days are deleted by the hourly audit-prune task, the only deletion.
+# The database keeps the last 30 days whatever this says (audit_prune()).
 AUDIT_RETENTION_DAYS = env.int("AUDIT_RETENTION_DAYS", default=365)
 # A GET never writes: requests with these methods only get an audit context.
 PGHISTORY_MIDDLEWARE_METHODS = ("POST", "PUT", "PATCH", "DELETE")

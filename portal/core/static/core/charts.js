@@ -7,7 +7,7 @@
   function toCsv(rows) {
     if (!rows.length) return "";
     const columns = Object.keys(rows[0]);
-    // As the server's CSV (portal/benchmarks/usage.py): a text cell a spreadsheet would run as a
+    // As the server's CSV (portal/usage/selectors.py): a text cell a spreadsheet would run as a
     // formula (= + - @, tab, CR) gets a leading quote; run and user names are anybody's text.
     const cell = (v) => {
       let s = v === null || v === undefined ? "" : String(v);

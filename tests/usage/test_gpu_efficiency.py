@@ -1,4 +1,4 @@
-"""GPU efficiency on /usage/ and in its CSV (portal.gpus.efficiency): jobs and sessions planted with
+"""GPU efficiency on /usage/ and in its CSV (portal.usage.gpu_efficiency): jobs and sessions planted with
 known GPUs, elapsed times and samples (pushed through the same recording path as the samplers'),
 and the page's figures checked against the arithmetic."""
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from portal.gpus.efficiency import gpu_allocated_total
+from portal.usage.gpu_efficiency import gpu_allocated_total
 from tests.factories import UserFactory
-from tests.gpus.test_efficiency import planted  # noqa: F401 (a fixture)
+from tests.usage.test_gpu_efficiency import planted  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
