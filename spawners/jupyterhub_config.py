@@ -1,4 +1,5 @@
-"""JupyterHub behind the portal: settings only (behaviour is in spawners.slurm_spawner).
+"""JupyterHub behind the portal: settings only (behaviour is in spawners.slurm_spawner and the
+modules it names).
 
 Started by spawners/hub.sh, which exports the values read here; everything listens on loopback.
 """
@@ -7,7 +8,8 @@ import os
 import sys
 
 # Importing the spawner also registers batchspawner's port hand-back API (limited to the port).
-from spawners.slurm_spawner import SINGLEUSER_CONFIG_DIR, PortalSlurmSpawner
+from spawners.batch_script import SINGLEUSER_CONFIG_DIR
+from spawners.slurm_spawner import PortalSlurmSpawner
 
 env = os.environ.get
 c = get_config()  # noqa: F821 (provided by JupyterHub when it loads this file)

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
-# The hub's spawner checks the same shapes again (spawners/slurm_spawner.py): keep them in step.
+# The hub's spawner checks the same shapes again (spawners/options.py): keep them in step.
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 KERNEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MODULE_PATTERN = r"^[A-Za-z0-9._/+-]{1,128}$"

@@ -6,14 +6,10 @@ import sys
 
 import pytest
 
-from spawners.slurm_spawner import (
-    CONTAINER_ENV,
-    SINGLEUSER_CONFIG_DIR,
-    ContainerChoice,
-    OptionError,
-    PortalSlurmSpawner,
-    container_choice,
-)
+from spawners.batch_script import SINGLEUSER_CONFIG_DIR
+from spawners.container_launch import CONTAINER_ENV
+from spawners.options import ContainerChoice, OptionError, container_choice
+from spawners.slurm_spawner import PortalSlurmSpawner
 
 RUNTIMES = PortalSlurmSpawner().container_runtimes  # the hub's defaults
 DIRS = PortalSlurmSpawner().container_image_dirs

@@ -1,5 +1,5 @@
 """A notebook session's batch script starts the GPU sampler when the session has GPUs: the lines
-from the spawner (spawners/slurm_spawner.py) run in bash against the nvidia-smi stand-in and a
+from the spawner (spawners/reports.py) run in bash against the nvidia-smi stand-in and a
 local HTTP server standing in for the portal."""
 
 import os
@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 
+from spawners.reports import report_lines
 from spawners.slurm_spawner import apply_portal_options
 from tests.gpus.test_sampler import bed, portal, wait_for  # noqa: F401 - fixtures
 from tests.spawners.test_options import make_spawner
@@ -39,7 +40,8 @@ def test_a_gpu_sessions_script_has_the_sampler_and_never_the_token():
 
 def test_the_sessions_lines_push_its_gpus_with_its_token(bed, portal):  # noqa: F811 - fixtures
     server = portal([(202, {"applied": True, "interval_seconds": 1})])
-    lines = _spawner(1).report_lines()
+    spawner = _spawner(1)
+    lines = report_lines(report_token=spawner.report_token, gres=spawner.req_gres)
     environment = {
         "PATH": f"{bed / 'bin'}:{os.environ['PATH']}", "GPUPORTAL_GPU_DIR": str(bed / "gpu"),
         "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "1", "CUDA_VISIBLE_DEVICES": "1",

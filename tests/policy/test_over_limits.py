@@ -7,7 +7,7 @@ import pytest
 
 from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
-from spawners.slurm_spawner import OptionError
+from spawners.options import OptionError
 from tests.policy.cases import OVER_LIMITS
 from tests.servers.test_api import FakeHub
 from tests.spawners.test_options import make_spawner

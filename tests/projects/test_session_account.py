@@ -12,7 +12,8 @@ from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
 from portal.waits.models import FairShareRow, Waiting
 from slurm.adapter import Slurm
-from spawners.slurm_spawner import OptionError, PortalSlurmSpawner, apply_portal_options
+from spawners.options import OptionError
+from spawners.slurm_spawner import PortalSlurmSpawner, apply_portal_options
 from tests.servers.test_api import FakeHub
 from tests.spawners.test_options import make_spawner, rebuild
 from tests.spawners.test_poller import run

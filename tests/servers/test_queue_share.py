@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from portal.servers.services import servers_queue_publish
 from slurm.parsing import QueuedJob
-from spawners.slurm_spawner import QueuePoller
+from spawners.queue_poller import QueuePoller
 from tests.spawners.test_poller import StubSlurm, run
 
 HUB_JOB = QueuedJob(job_id="7", partition="gpu", state="RUNNING", user="alice", reason="", node_count=1,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spawners.slurm_spawner import EnvironmentChoice, OptionError, apply_portal_options
+from spawners.options import EnvironmentChoice, OptionError
+from spawners.slurm_spawner import apply_portal_options
 from tests.spawners.test_options import make_spawner, rebuild
 from tests.spawners.test_poller import run
 

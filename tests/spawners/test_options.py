@@ -8,12 +8,8 @@ import pytest
 from tornado import web
 
 from portal.policy.rules import GroupRules, PartitionRules, Policy, Profile, Usage
-from spawners.slurm_spawner import (
-    OptionError,
-    PortalSlurmSpawner,
-    apply_portal_options,
-    rebuild_options,
-)
+from spawners.options import OptionError, rebuild_options
+from spawners.slurm_spawner import PortalSlurmSpawner, apply_portal_options
 from tests.spawners.test_poller import run
 
 POLICY = Policy(

@@ -10,7 +10,8 @@ from batchspawner import JobStatus
 
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import Parsed, QueuedJob
-from spawners.slurm_spawner import PortalSlurmSpawner, QueuePoller
+from spawners.queue_poller import QueuePoller
+from spawners.slurm_spawner import PortalSlurmSpawner
 
 JOB = QueuedJob(job_id="7", partition="gpu", state="RUNNING", user="alice", reason="", node_count=1,
                 cpus=8, tres_per_node="gres/gpu:1", nodes="vm", start_time=None, end_time=None,
