@@ -43,6 +43,7 @@ from portal.core.slurm_work import (
     work_apply_accounting,
     work_apply_queue,
     work_dispatch,
+    work_hand_over,
 )
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
@@ -165,7 +166,9 @@ def _said(error: PortalError | ReferenceInvalid) -> str:
 
 
 PULL_WORK = WorkKind(model=Pull, prefix=Pull.COMMENT_PREFIX, waiting=_WAITING, created="created",
-                     adopt=_adopt, submit=lambda pull_id, slurm: pull_submit(pull_id=pull_id, slurm=slurm))
+                     adopt=_adopt,
+                     resubmit=lambda pull_id: work_hand_over(send=lambda: _submit_first_task().delay(pull_id),
+                                                             waiting=_waiting(pull_id)))
 
 
 def _registry_secrets(user: User, reference: Reference) -> dict[str, str]:
@@ -248,7 +251,7 @@ def pulls_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, slurm: Sl
     return unsettled
 
 
-def pulls_apply_accounting(*, unsettled: Unsettled[Pull], rows: list[AccountedJob], slurm: Slurm) -> None:
+def pulls_apply_accounting(*, unsettled: Unsettled[Pull], rows: list[AccountedJob]) -> None:
     """A pull whose job accounting shows ended gets its outcome from its log; then due pulls the
     queue lacked are adopted, held back (fenced) or sent again."""
     by_id = {row.job_id: row for row in rows}
@@ -256,7 +259,7 @@ def pulls_apply_accounting(*, unsettled: Unsettled[Pull], rows: list[AccountedJo
         row = by_id.get(pull.slurm_job_id)
         if row is not None and slurm_states.is_final(row.state) and row.end_time is not None:
             _settle(pull, ended=row.base_state)
-    work_apply_accounting(unsettled=unsettled, rows=rows, slurm=slurm)
+    work_apply_accounting(unsettled=unsettled, rows=rows)
 
 
 def _follow(pull: Pull, row: QueuedJob) -> None:

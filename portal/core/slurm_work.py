@@ -18,8 +18,8 @@ other apps, image pulls): one set of rules, used by each of them.
    and sacct find it by comment and owner (`rows_of`). A second Slurm job with the same comment is
    cancelled (`duplicates`).
 
-TensorBoards and pulls follow these rules through `WorkKind`: `work_dispatch` (the first attempt,
-after commit, in a worker), `sbatch_attempt` (one claimed sbatch), `work_apply_queue` and
+TensorBoards and pulls follow these rules through `WorkKind`: `work_dispatch` (every attempt, in
+a worker's task), `sbatch_attempt` (one claimed sbatch), `work_apply_queue` and
 `work_apply_accounting` (the poll cycle's adoption, fencing, retries and duplicates).
 """
 
@@ -158,7 +158,9 @@ class WorkKind(Generic[M]):
     waiting: Q  # saved, not in Slurm yet: the state a claim requires (due or not)
     created: str  # the field of its creation time: a lookup in accounting starts there
     adopt: Callable[[M, str], bool]  # record a Slurm job found with its comment and owner as its own
-    submit: Callable[[int, Slurm], None]  # claim it and run its sbatch (nothing if it is not due)
+    # Hand a due row to a worker's task, which claims it and runs its sbatch under its own time
+    # limit, never the poll cycle's.
+    resubmit: Callable[[int], None]
 
     def comment(self, work: M) -> str:
         return f"{self.prefix}{work.uuid}"
@@ -188,15 +190,17 @@ class Unsettled(Generic[M]):
 def work_dispatch(*, send: Callable[[], object], waiting: QuerySet) -> None:
     """Hand a saved row's first attempt to a worker once the row is committed (a worker must find
     it), never in the request. If the broker is down the row stays due: the poll cycle takes it."""
-    def hand_over() -> None:
-        try:
-            send()
-        except Exception as error:  # any broker failure means "the cycle", never a 5xx
-            logger.warning("could not queue a first sbatch, the poll cycle will send it: %s", error)
-            waiting.update(reason="Background workers are unreachable: it is saved and goes to Slurm "
-                                  "when they are back.")
+    transaction.on_commit(lambda: work_hand_over(send=send, waiting=waiting))
 
-    transaction.on_commit(hand_over)
+
+def work_hand_over(*, send: Callable[[], object], waiting: QuerySet) -> None:
+    """Queue a row's sbatch for a worker now (`send`); if the broker is down the row stays due."""
+    try:
+        send()
+    except Exception as error:  # any broker failure means "the next cycle", never a 5xx
+        logger.warning("could not queue an sbatch, the poll cycle will again: %s", error)
+        waiting.update(reason="Background workers are unreachable: it is saved and goes to Slurm "
+                              "when they are back.")
 
 
 @dataclass(frozen=True)
@@ -288,16 +292,16 @@ def work_apply_queue(*, kind: WorkKind[M], queue: list[QueuedJob], queried_at: d
     return unsettled
 
 
-def work_apply_accounting(*, unsettled: Unsettled[M], rows: list[AccountedJob], slurm: Slurm) -> None:
+def work_apply_accounting(*, unsettled: Unsettled[M], rows: list[AccountedJob]) -> None:
     """Each due row the queue lacked: adopted if accounting has its comment and owner, held back
-    while an sbatch of it may still be registering (fenced), else claimed and sent again."""
+    while an sbatch of it may still be registering (fenced), else handed to a worker to send again."""
     kind = unsettled.kind
     accounted = [replace(row, comment=_accounted_comment(row)) for row in rows]
     for work in unsettled.unresolved:
         if found := rows_of(accounted, comment=kind.comment(work), user=work.user.username):
             kind.adopt(work, found[0].job_id)
         elif resubmit_allowed(uncertain_at=work.submit_uncertain_at, looked_up_at=unsettled.queried_at):
-            kind.submit(work.pk, slurm)
+            kind.resubmit(work.pk)
 
 
 def _accounted_comment(row: AccountedJob) -> str:

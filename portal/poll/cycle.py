@@ -126,8 +126,8 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     report.sacct_calls = 1
     jobs_apply_accounting(unsettled=unsettled, rows=rows, report=report.jobs)
     report.servers_ended = servers_apply_accounting(servers=servers_left, rows=rows)
-    work_apply_accounting(unsettled=apps, rows=rows, slurm=slurm)
-    pulls_apply_accounting(unsettled=pulls, rows=rows, slurm=slurm)
+    work_apply_accounting(unsettled=apps, rows=rows)
+    pulls_apply_accounting(unsettled=pulls, rows=rows)
     return report
 
 

@@ -30,6 +30,7 @@ from portal.core.slurm_work import (
     sbatch_answer_lost_fence,
     sbatch_attempt,
     work_dispatch,
+    work_hand_over,
 )
 from portal.environments.models import Environment
 from portal.jobs.job_templates import TemplateError
@@ -162,7 +163,8 @@ def _adopt(app: App, job_id: str, reason: str = "Found in Slurm.", lease: dateti
 
 
 APPS_WORK = WorkKind(model=App, prefix=COMMENT_PREFIX, waiting=_WAITING, created="created_at", adopt=_adopt,
-                     submit=lambda app_id, slurm: app_submit(app_id=app_id, slurm=slurm))
+                     resubmit=lambda app_id: work_hand_over(send=lambda: _submit_first_task().delay(app_id),
+                                                            waiting=_waiting(app_id)))
 
 
 def app_stop(*, app: App, reason: str, slurm: Slurm | None = None) -> App:

@@ -3,6 +3,7 @@ and the poll cycle moves the pull to its end (its log read there) with nobody ca
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -79,7 +80,9 @@ def _accounted(pull, state, job_id=None, comment=True):
 
 
 def _cycle(slurm, queue):
-    return queue_follow(queue=queue, queried_at=db_now(), slurm=slurm)
+    # A due pull goes to its own task (inline here), which asks for the adapter the settings name.
+    with mock.patch("portal.containers.pulls.Slurm.from_settings", return_value=slurm):
+        return queue_follow(queue=queue, queried_at=db_now(), slurm=slurm)
 
 
 def _started(client, image) -> Pull:
