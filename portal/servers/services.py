@@ -71,7 +71,7 @@ class ServerOptions:
 
     def hub_options(self) -> dict[str, Any]:
         """The user_options the hub gets. It has no database: the environment's kernel and prefix
-        travel with its name, and the spawner checks their shape (spawners/slurm_spawner.py).
+        travel with its name, and the spawner checks their shape (spawners/options.py).
 
         `report_token` lets the server's job report its own transitions (portal.reports);
         `tracking_token` lets the MLflow client in its kernels log runs to portal.tracking as this

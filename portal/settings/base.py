@@ -242,7 +242,7 @@ CONTAINERS_PULL_PARTITION = env("CONTAINERS_PULL_PARTITION", default="")
 # Jupyter + batchspawner for notebook servers inside images: bound at the same path, run with the
 # image's python3 (which must be the same minor version as this venv's).
 CONTAINERS_JUPYTER_ENV = env("CONTAINERS_JUPYTER_ENV", default=str(_STATE / "venv"))
-# What the hub binds into a server's container besides CONTAINERS_BINDS (spawners/slurm_spawner.py):
+# What the hub binds into a server's container besides CONTAINERS_BINDS (spawners/container_launch.py):
 # that venv and the servers' settings; a pulled Charliecloud image gets these mount points too.
 CONTAINERS_SERVER_MOUNTS = [CONTAINERS_JUPYTER_ENV, str(BASE_DIR / "spawners" / "singleuser")]
 
