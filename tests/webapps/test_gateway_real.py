@@ -426,3 +426,30 @@ def test_logout_ends_the_apps_access_within_2_seconds(bed, client, monkeypatch):
     assert response.status == 403
     app = App.objects.select_related("user").get(pk=app.pk)
     assert request(bed, app, cookie=sign_in(bed, app))[0].status == 200
+
+
+@pytest.mark.browser
+def test_chromium_after_logout_its_open_tab_gets_403_within_2_seconds(bed, page, client, monkeypatch):
+    """#33: alice's tab of an app holds an open WebSocket (as VS Code's terminal does); she logs out of
+    the portal (here, from another browser): the socket is closed and the tab's reload is refused."""
+    from portal.servers import tasks
+
+    monkeypatch.setattr(tasks.hub_tokens_revoke, "delay", lambda username: None)  # no hub here
+    app = make_app(bed)
+    page.goto(grants.grant_url(app=app))
+    assert page.text_content("body") == "hello from the app"
+    page.evaluate("""() => new Promise(opened => {
+        window.closedWith = null;
+        const socket = new WebSocket(`ws://${location.host}/ws`);
+        socket.onopen = () => opened();
+        socket.onclose = event => { window.closedWith = event.code; };
+    })""")
+    client.force_login(app.user)
+    assert client.post("/accounts/logout/").status_code == 302
+    logged_out = time.monotonic()
+    page.wait_for_function("window.closedWith !== null", timeout=2500)
+    assert page.evaluate("window.closedWith") == 1008
+    while (response := page.reload()).status == 200:
+        assert time.monotonic() - logged_out < 2.5
+        time.sleep(0.05)
+    assert response.status == 403 and "Not signed in" in page.text_content("body")
