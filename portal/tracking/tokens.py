@@ -16,7 +16,7 @@ from portal.servers.models import NotebookServer
 from portal.tracking.job_runs import job_experiment_name
 from portal.tracking.scopes import TrackingGrant
 
-# spawners/slurm_spawner.py's SESSION_EXPERIMENT: the MLFLOW_EXPERIMENT_NAME a session's kernels get.
+# spawners/reports.py's SESSION_EXPERIMENT: the MLFLOW_EXPERIMENT_NAME a session's kernels get.
 SESSION_EXPERIMENT = "session-{name}"
 
 
