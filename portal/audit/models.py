@@ -86,3 +86,14 @@ _track(ScrapeToken, "ScrapeTokenEvent", ["name", "prefix", "created_by", "expire
 # Budgets: what admins set and apply to Slurm; not the usage the poll cycle reads every cycle.
 _track(Project, "ProjectEvent", ["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"],
        changes=["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"])
+
+
+class SyslogMark(models.Model):
+    """The last event of one event table shipped to syslog (portal.audit.syslog): a row, not the cache,
+    so a Redis flush neither ships the trail twice nor skips any of it."""
+
+    table = models.CharField(max_length=63, unique=True)
+    last_id = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.table} shipped up to {self.last_id}"

@@ -67,6 +67,18 @@ def seal(admin: psycopg.Connection, *, portal_role: str, owner: str = AUDIT_OWNE
         cursor.execute(sql.SQL(f"GRANT EXECUTE ON FUNCTION {PRUNE} TO {{}}").format(portal))
 
 
+def unseal(admin: psycopg.Connection, *, portal_role: str) -> None:
+    """Give the trail back to the portal's role, for a migration that changes the event tables; seal
+    again right after it. The TRUNCATE triggers stay."""
+    portal, database = sql.Identifier(portal_role), sql.Identifier(admin.info.dbname)
+    with admin.transaction(), admin.cursor() as cursor:
+        cursor.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(database, portal))
+        cursor.execute(sql.SQL("ALTER SCHEMA public OWNER TO {}").format(portal))
+        for name in event_tables():
+            cursor.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(name), portal))
+        cursor.execute(sql.SQL(f"ALTER FUNCTION {PRUNE} OWNER TO {{}}").format(portal))
+
+
 def problems(connection: psycopg.Connection, *, portal_role: str, owner: str = AUDIT_OWNER) -> list[str]:
     """What keeps the trail from being sealed, read from the catalog (any role may ask); [] when sealed.
     Also the tracked tables' triggers, which the portal owns and could drop: that stops recording,

@@ -148,3 +148,17 @@ def test_check_names_a_dropped_audit_trigger_on_a_tracked_table(sealed):
     finally:
         with psycopg.connect(sealed.portal) as portal:
             portal.execute(f"ALTER TABLE jobs_job ENABLE TRIGGER {name}")
+
+
+def test_unsealed_for_a_migration_then_sealed_again(sealed):
+    """Last: a migration that changes an event table runs between --unseal and audit_seal."""
+    unsealed = _manage(sealed.portal, "audit_seal", "--unseal", "--database-url", sealed.admin)
+    assert unsealed.returncode == 0, unsealed.stderr
+    with psycopg.connect(sealed.portal) as portal:  # what such a migration does
+        portal.execute("ALTER TABLE audit_loginevent ADD COLUMN migrated boolean")
+    check = _manage(sealed.portal, "audit_seal", "--check", "--owner", OWNER)
+    assert check.returncode == 1 and f"audit_loginevent is owned by {NAME}, not {OWNER}" in check.stdout
+    resealed = _manage(sealed.portal, "audit_seal", "--owner", OWNER, "--database-url", sealed.admin)
+    assert resealed.returncode == 0, resealed.stdout + resealed.stderr
+    assert isinstance(_refused(sealed.portal, "ALTER TABLE audit_loginevent DROP COLUMN migrated"),
+                      errors.InsufficientPrivilege)

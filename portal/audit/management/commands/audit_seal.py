@@ -2,7 +2,7 @@ import psycopg
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from portal.audit.sealing import AUDIT_OWNER, problems, seal
+from portal.audit import sealing
 
 
 class Command(BaseCommand):
@@ -13,16 +13,22 @@ class Command(BaseCommand):
         parser.add_argument("--database-url", default="",
                             help="a superuser's connection to the portal's database, e.g. "
                                  "postgresql:///gpuportal?host=/var/run/postgresql run as postgres")
-        parser.add_argument("--owner", default=AUDIT_OWNER,
+        parser.add_argument("--owner", default=sealing.AUDIT_OWNER,
                             help=f"the role that owns the trail (NOLOGIN; created if missing; default "
-                                 f"{AUDIT_OWNER})")
+                                 f"{sealing.AUDIT_OWNER})")
         parser.add_argument("--check", action="store_true",
                             help="seal nothing: print what is not sealed and exit 1 if anything is "
                                  "(any role may check; without --database-url, the portal's)")
+        parser.add_argument("--unseal", action="store_true",
+                            help="give the trail back to the portal's role, for a migration that "
+                                 "changes the event tables; seal again right after it")
 
-    def handle(self, *args: object, database_url: str, owner: str, check: bool, **options: object) -> None:
+    def handle(self, *args: object, database_url: str, owner: str, check: bool, unseal: bool,
+               **options: object) -> None:
         db = settings.DATABASES["default"]
         portal_role = db["USER"]
+        if check and unseal:
+            raise CommandError("--check or --unseal, not both")
         if not check and not database_url:
             raise CommandError("--database-url: the database admin's connection (the portal's role "
                                "cannot seal its own trail)")
@@ -31,9 +37,13 @@ class Command(BaseCommand):
             port=str(db["PORT"] or ""))
         try:
             with psycopg.connect(conninfo) as connection:
+                if unseal:
+                    sealing.unseal(connection, portal_role=portal_role)
+                    self.stdout.write(f"the audit trail is unsealed: {portal_role} owns it; seal it again")
+                    return
                 if not check:
-                    seal(connection, portal_role=portal_role, owner=owner)
-                found = problems(connection, portal_role=portal_role, owner=owner)
+                    sealing.seal(connection, portal_role=portal_role, owner=owner)
+                found = sealing.problems(connection, portal_role=portal_role, owner=owner)
         except psycopg.Error as error:
             raise CommandError(str(error).strip()) from error
         for problem in found:
