@@ -18,9 +18,12 @@ from slurm.runner import SlurmRunner, failure
 
 logger = logging.getLogger(__name__)
 
-_JOB_ID = re.compile(r"^[1-9][0-9]{0,15}$")
+_JOB_ID = re.compile(r"^[1-9][0-9]{0,9}$")
+# Slurm's job ids are 32-bit and below NO_VAL; sacct reads a larger number modulo 2^32 (on the bed
+# `sacct --jobs 4294967299` answers job 3), so one is never passed on.
+_NO_VAL = 0xFFFFFFFE
 # sbatch --parsable's answer: the job id (an array's base id), then ";cluster" on a federation.
-_SUBMITTED = re.compile(r"^([1-9][0-9]{0,15})(?:;[A-Za-z0-9_.-]+)?$")
+_SUBMITTED = re.compile(r"^([1-9][0-9]{0,9})(?:;[A-Za-z0-9_.-]+)?$")
 # What sacctmgr accepts as an account name without quoting questions (lower case, as it stores them).
 _ACCOUNT = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
@@ -148,7 +151,7 @@ class Slurm:
     def cancel_as_operator(self, *, job_id: str) -> None:
         """`scancel` as the portal's own account, a Slurm Operator (see time_limit_set): for the work
         of a user who left the portal's group, as whom sudo may no longer act."""
-        if not _JOB_ID.fullmatch(job_id):
+        if not is_job_id(job_id):
             raise ValueError(f"not a Slurm job id: {job_id!r}")
         self.runner.run("scancel", [job_id])
 
@@ -156,7 +159,7 @@ class Slurm:
         """`scontrol update JobId=N TimeLimit=M` as the portal's own account, not as the job's
         owner: a plain Slurm user may only lower a limit, so raising one (walltime extension)
         needs the service account to be a Slurm Operator (slurm/dev/services/slurm.sh)."""
-        if not _JOB_ID.fullmatch(job_id):
+        if not is_job_id(job_id):
             raise ValueError(f"not a Slurm job id: {job_id!r}")
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
             raise ValueError(f"not a time limit in minutes: {minutes!r}")
@@ -183,7 +186,7 @@ class Slurm:
     def gpu_usage(self, job_ids: Sequence[str]) -> parsing.Parsed[parsing.StepGpuUsage]:
         """Slurm's own GPU figures (gres/gpuutil, gres/gpumem) of every step of the given jobs (one
         `sacct`); empty figures where the cluster does not record them (Slurm before 23.02)."""
-        if not job_ids or not all(_JOB_ID.fullmatch(job_id) for job_id in job_ids):
+        if not job_ids or not all(is_job_id(job_id) for job_id in job_ids):
             raise ValueError(f"not Slurm job ids: {job_ids!r}")
         delimiter = parsing.new_delimiter()
         args = ["--noheader", "--parsable", f"--delimiter={delimiter}", "--jobs", ",".join(job_ids),
@@ -252,9 +255,14 @@ def submitted_job_id(answer: str, *, source: str) -> str:
     Anything else means Slurm may or may not hold the job: uncertain (SlurmTimedOut), so the job is
     looked up by its comment before any retry, and a malformed id never reaches the database or a
     later sacct."""
-    if not (match := _SUBMITTED.fullmatch(answer)):
+    if not (match := _SUBMITTED.fullmatch(answer)) or not is_job_id(match[1]):
         raise SlurmTimedOut(f"{source} answered what is not a job id: {answer[:200]!r}")
     return match[1]
+
+
+def is_job_id(text: str) -> bool:
+    """A Slurm job id (no array task): digits, a 32-bit number below NO_VAL."""
+    return bool(_JOB_ID.fullmatch(text)) and int(text) < _NO_VAL
 
 
 def accounting_by_id(job_ids: Sequence[str],
@@ -265,7 +273,8 @@ def accounting_by_id(job_ids: Sequence[str],
     (left for the next cycle). `malformed` counts the rows and ids skipped. Slurm being
     unreachable still raises."""
     unique = list(dict.fromkeys(job_ids))
-    valid = [job_id for job_id in unique if _JOB_ID.fullmatch(job_id) or parsing.array_tasks(job_id)]
+    valid = [job_id for job_id in unique
+             if is_job_id(job_id) or ((tasks := parsing.array_tasks(job_id)) and is_job_id(tasks[0]))]
     skipped = len(unique) - len(valid)
     if skipped:
         logger.warning("accounting: %d malformed job ids skipped: %.200r",

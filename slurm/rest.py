@@ -30,7 +30,7 @@ import requests
 import urllib3
 
 from slurm import parsing, states
-from slurm.adapter import _JOB_ID, MAX_MINUTES, Slurm, Submit, accounting_by_id, submitted_job_id
+from slurm.adapter import MAX_MINUTES, Slurm, Submit, accounting_by_id, is_job_id, submitted_job_id
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable, slurm_failure
 from slurm.runner import SlurmRunner
 from slurm.tokens import TokenCache
@@ -118,7 +118,7 @@ class SlurmRest(Slurm):
     def time_limit_set(self, *, job_id: str, minutes: int) -> None:
         """POST job/{id} {time_limit} as the portal's own account (a Slurm Operator, as on the
         command path: raising a limit needs one)."""
-        if not _JOB_ID.fullmatch(job_id):
+        if not is_job_id(job_id):
             raise ValueError(f"not a Slurm job id: {job_id!r}")
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
             raise ValueError(f"not a time limit in minutes: {minutes!r}")
@@ -187,7 +187,7 @@ class SlurmRest(Slurm):
                 for row in rows]
 
     def _cancel(self, job_id: str, user: str) -> None:
-        if not _JOB_ID.fullmatch(job_id) and not parsing.array_tasks(job_id):
+        if not is_job_id(job_id) and not parsing.array_tasks(job_id):
             raise ValueError(f"not a Slurm job id: {job_id!r}")
         self._call("DELETE", f"{API}/job/{job_id}", user=user)
 

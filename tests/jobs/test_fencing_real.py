@@ -182,3 +182,29 @@ def test_a_worker_stalled_past_its_lease_sends_no_second_job(user, polled, slurm
         assert job.state in (JobState.PENDING, JobState.RUNNING) and job.submit_attempts == 2
     finally:
         subprocess.run(["scancel", *(_slurm_jobs(job.slurm_comment) or ["0"])], check=False)
+
+
+def test_a_malformed_job_id_stops_no_other_job_from_reaching_its_end(user, polled, slurm):
+    """A row holding an id sacct refuses outright ("sacct: fatal: Bad job array element specified"),
+    once one `sacct --jobs` with every left job: that read is halved until the bad id is alone, and
+    the job beside it still gets its final state."""
+    ended = job_create(user=user, draft=job_prepare(user=user, template="custom",
+                                                    parameters={**CUSTOM, "commands": "true"}))
+    job_submit_attempt(job=job_claim(job_id=ended.pk), slurm=slurm)
+    ended.refresh_from_db()
+    bogus = _job(user)
+    Job.objects.filter(pk=bogus.pk).update(state=JobState.RUNNING, slurm_job_id="1_[0-3%2]",
+                                           slurm_submitted_at=ended.slurm_submitted_at, next_attempt_at=None)
+    try:
+        wait_until_gone([ended.slurm_job_id], "the short job")
+        deadline = time.monotonic() + SLURM_PATIENCE
+        while ended.state not in (JobState.COMPLETED, JobState.FAILED):
+            assert time.monotonic() < deadline, ended.state
+            _cycle(slurm)
+            ended.refresh_from_db()
+            time.sleep(1)
+        assert ended.state == JobState.COMPLETED
+        bogus.refresh_from_db()
+        assert bogus.state == JobState.RUNNING and bogus.ended_at is None  # never another job's end
+    finally:
+        subprocess.run(["scancel", ended.slurm_job_id or "0"], check=False)

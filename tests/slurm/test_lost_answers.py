@@ -46,6 +46,7 @@ def test_sbatchs_parsable_answer_is_the_job_id(answer, job_id):
 
 
 @pytest.mark.parametrize("answer", ["", "12a", "0", "Submitted batch job 12", "12_3", "-1", "1" * 17, "12;",
+                                    "4294967299", "4294967294",
                                     "12;a b", "x;12", "12\n13", ";12"])
 def test_an_answer_that_is_no_job_id_is_uncertain(answer):
     with pytest.raises(SlurmTimedOut, match="not a job id"):
@@ -124,11 +125,12 @@ def test_accounting_skips_malformed_ids_and_reads_the_rest_in_chunks(monkeypatch
             raise SlurmRejected("sacct: error: Invalid job id")
         return Parsed(rows=[f"row {job_id}" for job_id in chunk])
 
-    parsed = accounting_by_id(["10", "11", "bad;id", "12_3", "13", "14", "10"], read)
+    parsed = accounting_by_id(["10", "11", "bad;id", "12_3", "13", "4294967299", "4294967299_1", "14", "10"],
+                              read)
     # The refused read is halved until the id Slurm refuses is alone.
     assert asked == [["10", "11"], ["12_3", "13"], ["12_3"], ["13"], ["14"]]
     assert parsed.rows == ["row 10", "row 11", "row 12_3", "row 14"]
-    assert parsed.malformed == 2  # the malformed id, and the one Slurm refused
+    assert parsed.malformed == 4  # the malformed ids (sacct reads 4294967299 as job 3), and the refused one
 
 
 def test_one_refused_id_among_many_costs_a_few_reads_and_only_itself(monkeypatch):
