@@ -7,6 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.cluster.models import Node, Partition, PollStatus
+from portal.core.slurm_work import db_in
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,7 @@ def cluster_overview() -> ClusterOverview:
 
 def slurm_known_down() -> bool:
     """The last poll found Slurm unreachable: leave submissions to the cycle that sees it back,
-    rather than tie up every worker in sbatch timeouts."""
-    status = PollStatus.objects.filter(pk=1).values("error", "checked_at").first()
-    recent = timedelta(seconds=2 * settings.SLURM_POLL_SECONDS)
-    return bool(status and status["error"] and status["checked_at"]
-                and timezone.now() - status["checked_at"] < recent)
+    rather than tie up every worker in sbatch timeouts. Recent on the database's clock, the one
+    `checked_at` is written on."""
+    recent = db_in(-2 * settings.SLURM_POLL_SECONDS)
+    return PollStatus.objects.filter(pk=1, checked_at__gt=recent).exclude(error="").exists()
