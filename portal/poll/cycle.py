@@ -2,13 +2,24 @@
 servers, then jobs and notebook servers follow that same queue, and at most one `sacct` answers for
 what left it.
 
+The cycle has a time budget (POLL_CYCLE_BUDGET_SECONDS, under Celery's hard kill): the snapshot, the
+hub's listing and following the queue always run; the steps after them that can wait (stop retries,
+queue timeouts, idle GPUs, why work waits, efficiency, budgets) are skipped once it is spent, and
+the next cycle does them. Its hub has a breaker: once the hub has not answered, later calls of this
+cycle fail at once instead of each waiting out its timeout.
+
 This module sits above the apps it orchestrates (cluster, jobs, servers, web apps, pulls, idle
 GPUs); none of them imports it.
 """
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
 
 from portal.cluster.models import PollStatus
 from portal.cluster.services import cluster_refresh
@@ -22,6 +33,7 @@ from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_acco
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh
+from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
 from portal.servers.orphans import servers_orphans_cancel, servers_stop_retry
 from portal.servers.services import (
@@ -59,6 +71,7 @@ class CycleReport:
     inactive: InactiveWorkReport | None = None  # the work of deprovisioned users it ended
     idle: IdleReport | None = None  # sessions warned or stopped, jobs flagged, for idle GPUs
     efficiency_recorded: int = 0  # ended jobs and sessions whose efficiency record this cycle wrote
+    skipped: list[str] = field(default_factory=list)  # steps left for the next cycle: over the budget
 
 
 def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
@@ -72,13 +85,15 @@ def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
 
 
 def _cycle(slurm: Slurm) -> CycleReport:
+    ends = time.monotonic() + settings.POLL_CYCLE_BUDGET_SECONDS
+    hub = JupyterHub.from_settings(breaker=True)
     status, queue = cluster_refresh(slurm=slurm)
     cluster_changed()  # a new snapshot, or Slurm's error: the cluster parts answer in full again
     policy_publish()  # partitions follow the snapshot; the hub reads the file
     servers_spawn_retry(now=status.checked_at)
     # One hub listing for everybody: pages read session states from the database. Stops are not
     # retried through a hub that did not answer it.
-    hub_up = servers_hub_sync()
+    hub_up = servers_hub_sync(hub=hub)
     if queue is None:
         return CycleReport(ran=True, status=status)
     # Before anything is followed or submitted: deprovisioned users' work ends here at the latest.
@@ -87,22 +102,35 @@ def _cycle(slurm: Slurm) -> CycleReport:
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
     apps_follow(slurm=slurm)  # an app that answered is ready as soon as the snapshot names its node
     report.status = status
-    report.efficiency_recorded = _efficiency_record(slurm, now=status.checked_at)
     report.inactive = inactive
-    # A session stopped while its scancel failed (the hub forgets it all the same): its job, by id.
-    report.servers_orphans_cancelled = servers_orphans_cancel(queue=queue, ended_before=status.checked_at,
-                                                              slurm=slurm)
-    # Stops the hub did not carry out, asked again until Slurm confirms them.
-    report.servers_stops_retried = servers_stop_retry(queue=queue, now=status.checked_at, hub_up=hub_up,
-                                                      slurm=slurm)
-    # After the queue is followed: a server Slurm started this cycle is not cancelled.
-    report.servers_cancelled = servers_queue_timeout(now=status.checked_at)
-    # From the database alone: the GPU samples and Jupyter activity the jobs pushed themselves.
-    report.idle = idle_gpus_follow(slurm=slurm)
-    # One squeue --start, sprio and sshare for everybody, and only when something is pending.
-    report.waiting = waits_refresh(queue=queue, slurm=slurm, now=status.checked_at)
-    # One sshare for every project's budget and usage (none without projects).
-    report.projects = projects_usage_refresh(slurm=slurm, now=status.checked_at)
+    now = status.checked_at
+    # What can wait for the next cycle, most urgent first (CycleReport's field: the step).
+    later: dict[str, Callable[[], Any]] = {
+        # A session stopped while its scancel failed (the hub forgets it all the same): its job, by id.
+        "servers_orphans_cancelled": lambda: servers_orphans_cancel(queue=queue, ended_before=now,
+                                                                    slurm=slurm),
+        # Stops the hub did not carry out, asked again until Slurm confirms them.
+        "servers_stops_retried": lambda: servers_stop_retry(queue=queue, now=now, hub_up=hub_up, slurm=slurm,
+                                                            hub=hub),
+        # After the queue is followed: a server Slurm started this cycle is not cancelled.
+        "servers_cancelled": lambda: servers_queue_timeout(now=now, hub=hub),
+        # From the database alone: the GPU samples and Jupyter activity the jobs pushed themselves.
+        "idle": lambda: idle_gpus_follow(slurm=slurm, hub=hub),
+        # One squeue --start, sprio and sshare for everybody, and only when something is pending.
+        "waiting": lambda: waits_refresh(queue=queue, slurm=slurm, now=now),
+        # After the queue is followed, so work that ended this cycle is due.
+        "efficiency_recorded": lambda: _efficiency_record(slurm, now=now),
+        # One sshare for every project's budget and usage (none without projects).
+        "projects": lambda: projects_usage_refresh(slurm=slurm, now=now),
+    }
+    for name, step in later.items():
+        if time.monotonic() < ends:
+            setattr(report, name, step())
+        else:
+            report.skipped.append(name)
+    if report.skipped:
+        logger.warning("poll cycle over its budget of %s s: %s left for the next cycle",
+                       settings.POLL_CYCLE_BUDGET_SECONDS, ", ".join(report.skipped))
     return report
 
 
@@ -132,8 +160,7 @@ def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
 
 
 def _efficiency_record(slurm: Slurm, *, now: datetime) -> int:
-    """After the queue is followed, so work that ended this cycle is due; one more `sacct` (steps
-    too) for every ended job and session without a record."""
+    """One more `sacct` (steps too) for every ended job and session without a record."""
     try:
         return efficiency_record(slurm=slurm, now=now)
     except SlurmError as error:

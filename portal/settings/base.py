@@ -180,6 +180,9 @@ SLURM_TIMEOUT_SECONDS = env.float("SLURM_TIMEOUT_SECONDS", default=20.0)
 # The reconcile: jobs and sessions report their own transitions (portal/reports/), so the cycle only
 # catches the rest (kills, node failures, time limits). 4 slurmctld RPCs a cycle: 240 an hour.
 SLURM_POLL_SECONDS = env.float("SLURM_POLL_SECONDS", default=60.0)
+# A cycle's steps that can wait (stop retries, idle GPUs, why work waits...) are left for the next
+# one once it has run this long: well under Celery's hard kill (CELERY_TASK_TIME_LIMIT_SECONDS).
+POLL_CYCLE_BUDGET_SECONDS = env.float("POLL_CYCLE_BUDGET_SECONDS", default=60.0)
 # A snapshot older than this many poll cycles is shown as stale.
 SLURM_STALE_AFTER_CYCLES = 3
 # "sudo": Slurm's commands (sbatch as the user through sudo). "slurmrestd": submit, cancel, the

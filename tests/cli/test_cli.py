@@ -33,7 +33,7 @@ def fake_hub(monkeypatch, transactional_db):
     PartitionFactory()
     DebugPartitionFactory()
     fake = FakeHub()
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
     return fake
 
 

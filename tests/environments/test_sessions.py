@@ -17,7 +17,7 @@ URL = "/api/v1/sessions/"
 @pytest.fixture
 def hub(monkeypatch, partitions):
     fake = FakeHub()
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
     return fake
 
 

@@ -19,7 +19,7 @@ IDS = [f"{field}:{options}" for options, field, _ in OVER_LIMITS]
 @pytest.fixture
 def hub(monkeypatch):
     fake = FakeHub()
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
     return fake
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def hub(monkeypatch) -> FakeHub:
     fake = FakeHub()
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
     return fake
 
 

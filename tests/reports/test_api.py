@@ -380,7 +380,7 @@ def hub(monkeypatch):
     from tests.servers.test_api import FakeHub
 
     fake = FakeHub()
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
     return fake
 
 

@@ -81,7 +81,7 @@ class FakeHub:
 @pytest.fixture
 def hub(monkeypatch):
     fake = FakeHub()
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
     return fake
 
 
@@ -234,7 +234,7 @@ def test_the_answer_comes_before_the_hub_is_asked(token_client, monkeypatch):
     """With a real broker the task runs later: the POST answers from the record alone."""
     calls = []
     monkeypatch.setattr("portal.servers.tasks.server_spawn.delay", lambda pk: calls.append(pk))
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: pytest.fail("hub asked")))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: pytest.fail("hub asked")))
     response = token_client.post(URL, {"name": "quick"}, format="json")
     assert (response.status_code, response.json()["state"]) == (202, "starting")
     assert calls == [NotebookServer.objects.get(name="quick").pk]

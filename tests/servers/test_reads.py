@@ -158,7 +158,7 @@ def _running(job_id: str, name: str) -> QueuedJob:
 @pytest.fixture
 def hub(monkeypatch):
     fake = FakeHub()
-    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls: fake))
+    monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
     return fake
 
 
