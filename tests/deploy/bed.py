@@ -4,6 +4,7 @@ password, and LDAP over TLS with a throwaway certificate in front of the bed's p
 
 import os
 import pwd
+import re
 import secrets
 import select
 import signal
@@ -11,6 +12,7 @@ import socket
 import socketserver
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
@@ -32,14 +34,33 @@ def throwaway_certificate(directory: Path, common_name: str, alt_names: list[str
     return cert, key
 
 
+def _postgres_socket_dir() -> Path:
+    return Path(os.environ.get("GPUPORTAL_STATE", "/var/lib/gpuportal")) / "postgres" / "run"
+
+
 def _postgres_admin(sql: str) -> None:
     """SQL as the bed's superuser (slurm/dev/services/postgres.sh: peer auth on its own socket); the
     portal's role may create databases but not roles."""
-    socket_dir = Path(os.environ.get("GPUPORTAL_STATE", "/var/lib/gpuportal")) / "postgres" / "run"
     port = str(urlsplit(os.environ["DATABASE_URL"]).port)
-    subprocess.run(["runuser", "-u", "postgres", "--", "psql", "-h", socket_dir, "-p", port, "-U", "postgres",
+    subprocess.run(["runuser", "-u", "postgres", "--", "psql", "-h", _postgres_socket_dir(), "-p", port,
+                    "-U", "postgres",
                     "-d", "postgres", "-XtAq", "-v", "ON_ERROR_STOP=1"],
                    input=sql, text=True, check=True, capture_output=True, timeout=60)
+
+
+def audit_seal_as_admin(env_file: Path) -> subprocess.CompletedProcess:
+    """`manage.py audit_seal` the way docs/deploy.md runs it: as the postgres account over its socket
+    (peer authentication), with the portal's settings; the owner role is the database's name + _audit."""
+    settings = dict(re.findall(r"^(\w+)='(.*)'$", env_file.read_text(), re.M))
+    database = urlsplit(settings["DATABASE_URL"])
+    name = database.path.lstrip("/")
+    admin_url = f"postgresql:///{name}?host={_postgres_socket_dir()}&port={database.port}"
+    # runuser keeps the environment: the secrets stay off the command line.
+    return subprocess.run(["runuser", "-u", "postgres", "--", sys.executable, "manage.py", "audit_seal",
+                           "--database-url", admin_url, "--owner", f"{name}_audit"],
+                          cwd=Path(__file__).resolve().parents[2],
+                          env={"PATH": os.environ["PATH"], **settings},
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 @contextmanager
@@ -53,7 +74,8 @@ def database_of_its_own(name: str) -> Iterator[str]:
         bed = urlsplit(os.environ["DATABASE_URL"])
         yield f"postgres://{name}:{password}@{bed.hostname}:{bed.port}/{name}"
     finally:
-        _postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);\nDROP ROLE IF EXISTS "{name}";\n')
+        _postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);\nDROP ROLE IF EXISTS "{name}";\n'
+                        f'DROP ROLE IF EXISTS "{name}_audit";\n')  # audit_seal_as_admin's
 
 
 class _TlsFront(socketserver.ThreadingTCPServer):

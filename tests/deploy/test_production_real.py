@@ -24,6 +24,7 @@ from tests.conftest import DEMO_PASSWORDS, ROOT
 from tests.deploy.bed import (
     PORTAL_USER,
     as_portal,
+    audit_seal_as_admin,
     portal_env_file,
     portal_workdir,
     production_settings,
@@ -80,6 +81,8 @@ def production_portal():
         for step in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
             done = portal.manage(*step)
             assert done.returncode == 0, done.stdout + done.stderr
+        sealed = audit_seal_as_admin(env_file)  # docs/deploy.md's step after migrate
+        assert sealed.returncode == 0, sealed.stdout + sealed.stderr
         # The same gunicorn command line as scripts/up.sh, on the free port.
         process = subprocess.Popen(
             as_portal(env_file, portal.log, "gunicorn", "portal.wsgi", "--bind", f"127.0.0.1:{port}",
@@ -116,6 +119,21 @@ def test_check_deploy_is_clean(production_portal):
     done = production_portal.manage("check", "--deploy", "--fail-level", "WARNING")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues (0 silenced)." in done.stdout + done.stderr
+
+
+def test_the_audit_trail_is_sealed_against_the_portals_role(production_portal):
+    """Sealed by the database admin, the portal still records events (logins in the tests below) but
+    its role cannot erase them."""
+    owner = f"{_database(production_portal)}_audit"
+    check = production_portal.manage("audit_seal", "--check", "--owner", owner)
+    assert check.returncode == 0, check.stdout + check.stderr
+    truncate = production_portal.manage("shell", "-c", "from django.db import connection; "
+                                        "connection.cursor().execute('TRUNCATE audit_loginevent')")
+    assert truncate.returncode == 1 and "permission denied for table audit_loginevent" in truncate.stderr
+
+
+def _database(portal: Portal) -> str:
+    return re.search(r"^DATABASE_URL='[^']*/(\w+)'$", portal.env_file.read_text(), re.M)[1]
 
 
 def test_debug_is_off_and_the_generated_secret_is_in_use(production_portal):
