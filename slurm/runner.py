@@ -114,13 +114,14 @@ class Conversation:
 
     def ask(self, line: str) -> str:
         """Send one line and return the next line of its answer. SlurmTimedOut (it is ended then) if
-        none comes within the timeout; SlurmUnreachable if it ended without answering."""
+        none comes within the timeout; SlurmUnreachable if it ended before taking the line, and
+        SlurmTimedOut if it ended after (it may have acted on it: an sbatch may have made the job)."""
         assert self.child.stdin is not None and self.child.stdout is not None
         try:
             self.child.stdin.write(line.encode() + b"\n")
             self.child.stdin.flush()
         except BrokenPipeError:
-            raise self._ended() from None
+            raise self._ended(sent=False) from None
         deadline = time.monotonic() + self.timeout
         while b"\n" not in self._pending:
             left = deadline - time.monotonic()
@@ -130,7 +131,7 @@ class Conversation:
             if select.select([self.child.stdout], [], [], left)[0]:
                 chunk = os.read(self.child.stdout.fileno(), 65536)
                 if not chunk:
-                    raise self._ended()
+                    raise self._ended(sent=True)
                 self._pending += chunk
         answer, _, self._pending = self._pending.partition(b"\n")
         return answer.decode("utf-8", errors="replace")
@@ -146,15 +147,15 @@ class Conversation:
         for stream in (self.child.stdout, self.child.stderr):
             stream.close()  # type: ignore[union-attr]
 
-    def _ended(self) -> SlurmUnreachable:
+    def _ended(self, *, sent: bool) -> SlurmUnreachable:
         try:
             self.child.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             _kill_group(self.child.pid)
             self.child.wait()
         stderr = self.child.stderr.read().decode("utf-8", errors="replace")  # type: ignore[union-attr]
-        return SlurmUnreachable(f"{self.command} ended without answering (exit {self.child.returncode}): "
-                                f"{_clean(stderr)[:500]}")
+        return slurm_failure(f"{self.command} ended without answering (exit {self.child.returncode}): "
+                             f"{_clean(stderr)[:500]}", lost=sent, unreachable=True)
 
 
 def failure(command: str, stderr: str, returncode: int) -> SlurmUnreachable | SlurmRejected:

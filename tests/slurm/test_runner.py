@@ -212,3 +212,20 @@ def test_a_conversation_that_ends_without_answering_is_unreachable_with_its_mess
     with SlurmRunner(bin_dir).conversation("helper", [], as_user=None) as talk, \
             pytest.raises(SlurmUnreachable, match=r"without answering \(exit 2\): helper: malformed"):
         talk.ask("x")
+
+
+def test_a_conversation_that_ends_after_taking_the_line_leaves_it_uncertain(bin_dir):
+    """#32: the helper read the line (its sbatch may have run) and ended without an answer."""
+    _stub(bin_dir, "helper", "read -r line; exit 1")
+    with SlurmRunner(bin_dir).conversation("helper", [], as_user=None) as talk, \
+            pytest.raises(SlurmTimedOut, match="without answering"):
+        talk.ask("x")
+
+
+def test_a_conversation_that_ended_before_the_line_is_only_unreachable(bin_dir):
+    _stub(bin_dir, "helper", "exit 1")
+    with SlurmRunner(bin_dir).conversation("helper", [], as_user=None) as talk:
+        time.sleep(0.5)  # gone before it is asked: the line is never taken
+        with pytest.raises(SlurmUnreachable) as raised:
+            talk.ask("x")
+    assert type(raised.value) is SlurmUnreachable
