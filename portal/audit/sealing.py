@@ -85,7 +85,7 @@ def problems(connection: psycopg.Connection, *, portal_role: str, owner: str = A
     though it cannot erase what was recorded."""
     found: list[str] = []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT rolsuper, pg_has_role(rolname, %s, 'MEMBER') FROM pg_roles "
+        cursor.execute("SELECT rolsuper, pg_has_role(rolname, %s, 'MEMBER'), rolcreaterole FROM pg_roles "
                        "WHERE rolname = %s AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s)",
                        [owner, portal_role, owner])
         row = cursor.fetchone()
@@ -95,6 +95,8 @@ def problems(connection: psycopg.Connection, *, portal_role: str, owner: str = A
             found.append(f"{portal_role} is a superuser")
         elif row[1]:
             found.append(f"{portal_role} is a member of {owner} (it could SET ROLE)")
+        elif row[2]:
+            found.append(f"{portal_role} has CREATEROLE (it could make itself a member of {owner})")
         cursor.execute("SELECT pg_has_role(%s, datdba, 'MEMBER') FROM pg_database "
                        "WHERE datname = current_database()", [portal_role])
         if cursor.fetchone()[0]:

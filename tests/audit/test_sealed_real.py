@@ -150,6 +150,16 @@ def test_check_names_a_dropped_audit_trigger_on_a_tracked_table(sealed):
             portal.execute(f"ALTER TABLE jobs_job ENABLE TRIGGER {name}")
 
 
+def test_check_names_a_portal_role_that_could_make_itself_the_owner(sealed):
+    with psycopg.connect(sealed.admin, autocommit=True) as admin:
+        admin.execute(f'ALTER ROLE "{NAME}" CREATEROLE')
+        try:
+            check = _manage(sealed.portal, "audit_seal", "--check", "--owner", OWNER)
+        finally:
+            admin.execute(f'ALTER ROLE "{NAME}" NOCREATEROLE')
+    assert check.returncode == 1 and f"{NAME} has CREATEROLE" in check.stdout
+
+
 def test_unsealed_for_a_migration_then_sealed_again(sealed):
     """Last: a migration that changes an event table runs between --unseal and audit_seal."""
     unsealed = _manage(sealed.portal, "audit_seal", "--unseal", "--database-url", sealed.admin)
