@@ -16,6 +16,7 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
 from portal.cluster.models import PollStatus, SlurmJob
+from portal.cluster.selectors import slurm_known_down
 from portal.core.audit_context import CULLER, HUB, acting_part
 from portal.core.errors import InvalidInput, PortalError, Unavailable
 from portal.core.idempotency import idempotent_replay
@@ -201,7 +202,13 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
 
     The hub refusing it (or Slurm, through the hub) ends the record with the hub's words and removes
     the hub's stopped entry; the hub not answering leaves it for the next attempt, up to
-    SERVERS_SPAWN_ATTEMPTS, after which it ends too."""
+    SERVERS_SPAWN_ATTEMPTS, after which it ends too. While the poll cycle finds Slurm down, the hub
+    is not asked (its sbatch would fail and the session be refused): the session waits, no attempt
+    counted, and goes when a cycle sees Slurm back (servers_spawn_retry), as jobs do; its queue
+    timeout, if it has one, still applies."""
+    if slurm_known_down():
+        logger.info("server %s waits for Slurm to answer again", server_id)
+        return
     now = timezone.now()
     server = _spawn_claim(server_id, now)
     if server is None:
@@ -228,6 +235,10 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         return
     except HubError as error:
         _hub_record_forget(hub, username, server.name)
+        if slurm_known_down():  # Slurm went down while the hub was asked: its sbatch failed
+            logger.warning("Slurm down while %s/%s was spawned, it waits: %s", username, server.name,
+                           error.message)
+            return
         _spawn_refused(server, error.message)
         return
     NotebookServer.objects.filter(pk=server.pk, hub_accepted_at__isnull=True).update(

@@ -218,6 +218,44 @@ def test_a_start_while_the_hub_is_down_waits_and_is_retried_by_the_poll_cycle(to
     assert server.hub_accepted_at is not None and "new" in hub.running
 
 
+def _slurm_answers(error: str) -> None:
+    """What the poll cycle last found: Slurm down ("Slurm did not answer") or up ("")."""
+    PollStatus.objects.update_or_create(pk=1, defaults={"checked_at": timezone.now(), "error": error})
+
+
+def test_a_start_while_slurm_is_down_waits_unasked_and_goes_when_slurm_is_back(token_client, hub):
+    """#32: the hub's sbatch would fail and the session be refused; it waits instead, like a job."""
+    _slurm_answers("Slurm did not answer: slurmctld unreachable")
+    response = token_client.post(URL, {"name": "patient"}, format="json")
+    assert (response.status_code, response.json()["state"]) == (202, "starting")
+    server = NotebookServer.objects.get(name="patient")
+    assert (server.spawn_attempts, server.hub_accepted_at, server.ended_at) == (0, None, None)
+    assert hub.started == []
+    now = timezone.now()
+    NotebookServer.objects.filter(pk=server.pk).update(created_at=now - timedelta(minutes=5))
+    assert servers_spawn_retry(now=now) == 1 and hub.started == []  # still down: asked of nobody
+    _slurm_answers("")
+    assert servers_spawn_retry(now=now) == 1
+    server.refresh_from_db()
+    assert server.hub_accepted_at is not None and "patient" in hub.running and server.spawn_attempts == 1
+
+
+def test_a_refusal_while_slurm_went_down_is_not_the_end(token_client, hub):
+    """The hub's sbatch failed because Slurm went down meanwhile: the session waits for it. With Slurm
+    up, a refusal ends it (test_slurm_or_hub_refusal_ends_the_session_with_its_words)."""
+    hub.refusal = "sbatch: error: Batch job submission failed: Unable to contact slurm controller"
+    real_start = hub.server_start
+
+    def start_as_slurm_goes_down(*args, **kwargs):
+        _slurm_answers("Slurm did not answer")
+        return real_start(*args, **kwargs)
+
+    hub.server_start = start_as_slurm_goes_down
+    token_client.post(URL, {"name": "unlucky"}, format="json")
+    server = NotebookServer.objects.get(name="unlucky")
+    assert (server.ended_at, server.hub_accepted_at, hub.running) == (None, None, {})
+
+
 def test_a_start_the_hub_never_answers_ends_after_its_attempts(token_client, hub, settings):
     hub.down = True
     token_client.post(URL, {"name": "lost"}, format="json")
