@@ -27,6 +27,7 @@ BATCH_SCRIPT = """#!/bin/bash
 #SBATCH --mem={{memory}}
 {% if gres %}#SBATCH --gres={{gres}}
 {% endif %}{% if account %}#SBATCH --account={{account}}
+{% endif %}{% if comment %}#SBATCH --comment={{comment}}
 {% endif %}
 set -euo pipefail
 {{prologue}}

@@ -35,8 +35,8 @@ logger = logging.getLogger(__name__)
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
 CONTAINER_KEYS = ("container_runtime", "container_image")
 TOKEN_KEYS = ("report_token", "tracking_token")
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "account", *TOKEN_KEYS,
-                         *ENVIRONMENT_KEYS, *CONTAINER_KEYS})
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "account", "comment",
+                         *TOKEN_KEYS, *ENVIRONMENT_KEYS, *CONTAINER_KEYS})
 # The portal's shapes (portal/environments/models.py); the hub cannot import the portal's models.
 ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -44,6 +44,8 @@ PATH_PART = re.compile(r"^[A-Za-z0-9._+-]+$")
 # The portal's per-session report and tracking tokens (portal/core/report_tokens.py,
 # tracking_tokens.py): signed values, URL-safe.
 REPORT_TOKEN = re.compile(r"^[A-Za-z0-9:._-]{1,200}$")
+# The session's key in its Slurm job's comment (portal/servers/models.py slurm_comment).
+COMMENT = re.compile(r"^gpuportal-session:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # A project's Slurm account, as the portal names them (portal/projects/models.py ACCOUNT_NAME).
 ACCOUNT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -83,6 +85,7 @@ class ServerOptions:
     container: ContainerChoice | None = None
     profile: str = ""
     account: str = ""  # a project's Slurm account (sbatch --account); '' the user's default
+    comment: str = ""  # the portal's key for the session (sbatch --comment); '': started at the hub
     # Not kept in user_options (the hub's database, its API): they go to the job's environment.
     report_token: str = ""
     tracking_token: str = ""
@@ -213,11 +216,15 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
     for key, token in tokens.items():
         if not isinstance(token, str) or (token and not REPORT_TOKEN.fullmatch(token)):
             raise OptionError(f"{key} must be the portal's token for this session.")
+    comment = raw.get("comment") or ""
+    if not isinstance(comment, str) or (comment and not COMMENT.fullmatch(comment)):
+        raise OptionError("comment must be the portal's key for this session.")
     return ServerOptions(partition=size.partition, gpus=size.gpus, hours=size.hours, nodes=size.nodes,
                          cpus=size.cpus, mem_gb=size.mem_gb,
                          environment=environment_choice(raw, environments_dir,
                                                         container=container is not None),
-                         container=container, profile=size.profile, account=account, **tokens)
+                         container=container, profile=size.profile, account=account, comment=comment,
+                         **tokens)
 
 
 class PolicyFile:

@@ -116,6 +116,7 @@ class PortalSlurmSpawner(SlurmSpawner):
     req_nodes = Unicode("1")
     req_job_name = Unicode()
     req_account = Unicode("")
+    req_comment = Unicode("")  # the portal's key for the session: its job is found by it
     batch_script = Unicode(BATCH_SCRIPT).tag(config=True)
 
     @default("req_job_name")
@@ -192,6 +193,7 @@ class PortalSlurmSpawner(SlurmSpawner):
         self.req_memory = f"{options.mem_gb}G"
         self.req_gres = f"gpu:{options.gpus}" if options.gpus else ""
         self.req_account = options.account
+        self.req_comment = options.comment
         # Only the rebuilt options reach the batch script (batchspawner merges user_options into it)
         # and the database the portal reads back.
         self.user_options = options.as_user_options()

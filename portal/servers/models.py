@@ -1,3 +1,5 @@
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -25,6 +27,8 @@ class NotebookServer(models.Model):
         QUEUE_TIMEOUT = "queue_timeout", "Still queued after the time you set"
         IDLE_GPUS = "idle_gpus", "Stopped for idle GPUs"
 
+    COMMENT_PREFIX = "gpuportal-session:"  # then its uuid: its Slurm job's comment
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                              related_name="notebook_servers")
     name = models.CharField(max_length=30)
@@ -43,6 +47,9 @@ class NotebookServer(models.Model):
         help_text="Cancel it if Slurm has not started it after this long; empty: never",
     )
     job_id = models.CharField(max_length=32, blank=True)
+    # The key Slurm knows its job by (its comment, `slurm_comment`): adopted and cleaned up by it,
+    # never by its name, which a later session of the same name shares.
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity = models.DateTimeField(null=True, blank=True)
     ends_at = models.DateTimeField(null=True, blank=True, help_text="When Slurm's time limit ends it")
@@ -82,3 +89,7 @@ class NotebookServer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}/{self.name}"
+
+    @property
+    def slurm_comment(self) -> str:
+        return f"{self.COMMENT_PREFIX}{self.uuid}"

@@ -5,12 +5,16 @@ answered the stop and forgot the server after its `scancel` failed, so the job r
 limit (bench/load/chaos-report.md). The poll cycle finds such jobs in its queue and cancels them
 as the portal's own account, as it does the work of deprovisioned users (portal.poll.deprovisioned).
 
-Only by an ended record's own job id: a new spawn is a new record with a new job, and
-`servers_apply_queue` never gives an active record, by name, a job an ended one has.
+Only by an ended record's own job id, or by its key in the job's comment (a spawn whose sbatch created
+the job but failed to answer: the record ended as refused, without the job's id). A new spawn is a new
+record with a new key, and `servers_apply_queue` never gives an active record a job an ended one has.
 """
 
 import logging
+import re
 from datetime import datetime, timedelta
+
+from django.db.models import Q
 
 from portal.core.errors import PortalError
 from portal.servers.hub import JupyterHub
@@ -23,6 +27,7 @@ from slurm.states import is_live
 
 logger = logging.getLogger(__name__)
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # A session whose job reported its own exit (portal.reports) is ended a moment before the job is:
 # left alone that long, its job ends as itself (COMPLETED), not cancelled by the portal.
 GRACE = timedelta(seconds=30)
@@ -36,12 +41,19 @@ def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, sl
     live = {row.job_id: row for row in queue if is_live(row.state) and row.name.startswith(JOB_NAME_PREFIX)}
     if not live:
         return 0
-    records = NotebookServer.objects.filter(job_id__in=live).values_list(
-        "job_id", "user__username", "name", "ended_at")
-    held = {job_id for job_id, _, _, ended_at in records if ended_at is None}  # never one in use
+    keys: dict[str, set[str]] = {}  # a session's key -> the live jobs that carry it
+    for job_id, row in live.items():
+        if key := _key(row.comment):
+            keys.setdefault(key, set()).add(job_id)
+    records = NotebookServer.objects.filter(Q(job_id__in=live) | Q(uuid__in=keys)).values_list(
+        "job_id", "uuid", "user__username", "name", "ended_at")
+    held = {job_id for job_id, _, _, _, ended_at in records if ended_at is None}  # never one in use
+    # An ended record's own job, and any live job with its key.
+    ended = [(candidate, user, name) for job_id, key, user, name, ended_at in records
+             if ended_at is not None and ended_at < ended_before - GRACE
+             for candidate in {job_id, *keys.get(str(key), ())} if candidate]
     # Owner and name too: after a controller reset, Slurm gives old ids to new jobs.
-    orphans = sorted({job_id for job_id, user, name, ended_at in records
-                      if ended_at is not None and ended_at < ended_before - GRACE and job_id not in held
+    orphans = sorted({job_id for job_id, user, name in ended if job_id in live and job_id not in held
                       and (live[job_id].user, live[job_id].name) == (user, f"{JOB_NAME_PREFIX}{name}")})
     cancelled = 0
     for job_id in orphans:
@@ -57,6 +69,12 @@ def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, sl
                        live[job_id].name, live[job_id].user)
         cancelled += 1
     return cancelled
+
+
+def _key(comment: str) -> str:
+    """The session's uuid in a job's comment (NotebookServer.slurm_comment); '' for any other."""
+    key = comment.removeprefix(NotebookServer.COMMENT_PREFIX)
+    return key if key != comment and _UUID.fullmatch(key) else ""
 
 
 # A stop in flight is the hub's for this long before the cycle asks again.

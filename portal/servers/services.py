@@ -69,6 +69,7 @@ class ServerOptions:
     profile: str = ""
     account: str = ""  # a project's Slurm account (sbatch --account); '' for the user's default
     server_id: int | None = None  # the record's, once stored: its job's report token names it
+    comment: str = ""  # the record's slurm_comment: its Slurm job carries it (--comment)
 
     def hub_options(self) -> dict[str, Any]:
         """The user_options the hub gets. It has no database: the environment's kernel and prefix
@@ -83,6 +84,8 @@ class ServerOptions:
         if self.server_id is not None:
             options["report_token"] = report_token("session", self.server_id)
             options["tracking_token"] = tracking_token("session", self.server_id)
+        if self.comment:
+            options["comment"] = self.comment
         if self.profile:
             options["profile"] = self.profile
         if self.account:
@@ -221,7 +224,8 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         return
     options = ServerOptions(name=server.name, partition=server.partition, gpus=server.gpus,
                             hours=server.hours, nodes=server.nodes, environment=environment,
-                            profile=server.profile, account=server.account, server_id=server.pk)
+                            profile=server.profile, account=server.account, server_id=server.pk,
+                            comment=server.slurm_comment)
     try:
         # A retry after an answer that was lost: the hub has it already.
         if server.name not in hub.servers(username):
@@ -473,22 +477,25 @@ def server_queued_note(*, server_id: int, reason: str) -> bool:
 
 def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) -> list[NotebookServer]:
     """The poll cycle, for every user's active servers: record the Slurm job, when it started, its
-    pending reasons and end time from this cycle's squeue (a job is found by id, or by owner and the
-    hub's job name before the portal knows its id). Returns the servers whose job has left the
-    queue: accounting says how it ended."""
+    pending reasons and end time from this cycle's squeue (a job is found by id, or, before the portal
+    knows its id, by owner and the session's key in its comment). Returns the servers whose job has
+    left the queue: accounting says how it ended."""
     now = now or timezone.now()
     live = [row for row in queue if is_live(row.state)]  # the queue keeps finished jobs too
     by_id = {row.job_id: row for row in live}
     named = [row for row in live if row.name.startswith(JOB_NAME_PREFIX)]
-    # A job an ended session still has in Slurm (its cancel failed: portal.servers.orphans) is not
-    # the job of a newer session of the same name.
+    by_comment = {(row.user, row.comment): row for row in named if row.comment}
+    # A server started at the hub's own API has no key: found by owner and the hub's job name, and
+    # only in a job without a key (another session's, an ended one's orphan, is never taken for it).
     ended_jobs = set(NotebookServer.objects.filter(ended_at__isnull=False, job_id__in=[
         row.job_id for row in named]).values_list("job_id", flat=True))
-    by_name = {(row.user, row.name): row for row in named if row.job_id not in ended_jobs}
+    by_name = {(row.user, row.name): row for row in named if not row.comment and row.job_id not in ended_jobs}
     left = []
     for server in NotebookServer.objects.filter(ended_at__isnull=True).select_related("user"):
-        row = by_id.get(server.job_id) if server.job_id else by_name.get(
-            (server.user.username, f"{JOB_NAME_PREFIX}{server.name}"))
+        username = server.user.username
+        row = by_id.get(server.job_id) if server.job_id else (
+            by_comment.get((username, server.slurm_comment))
+            or by_name.get((username, f"{JOB_NAME_PREFIX}{server.name}")))
         if row is None:
             if server.job_id:
                 left.append(server)

@@ -101,6 +101,8 @@ def test_start_rebuilds_options_and_shows_the_server_starting(token_client, hub)
     assert report_token_read(options.pop("report_token")) == ("session", server.pk)
     # And its tracking token (portal.tracking): the MLflow client in its kernels logs as this session.
     assert tracking_token_read(options.pop("tracking_token")) == ("session", server.pk)
+    # Its key, which its Slurm job carries as its comment (#32): found and cleaned up by it.
+    assert options.pop("comment") == f"gpuportal-session:{server.uuid}"
     assert options == {"partition": "gpu", "gpus": 2, "hours": 8.0, "nodes": 1}
     assert "report_token" not in response.content.decode()
     assert "tracking_token" not in response.content.decode()

@@ -35,10 +35,10 @@ class FakeSlurm:
         self.cancelled.append(job_id)
 
 
-def _row(job_id, name, user="alice", state="RUNNING"):
+def _row(job_id, name, user="alice", state="RUNNING", comment=""):
     return QueuedJob(job_id=job_id, partition="gpu", state=state, user=user, reason="", node_count=1, cpus=1,
                      tres_per_node="", nodes="vm", start_time=None, end_time=None, time_limit=None,
-                     comment="", name=f"jupyterhub:{name}")
+                     comment=comment, name=f"jupyterhub:{name}")
 
 
 def _ended(user, name, job_id, ago=timedelta(minutes=1)):
@@ -106,3 +106,35 @@ def test_a_refused_scancel_is_ignored_and_slurm_down_leaves_the_rest(alice):
     down = FakeSlurm(error=SlurmUnreachable("Unable to contact slurm controller"))
     assert servers_orphans_cancel(queue=queue, ended_before=timezone.now(), slurm=down) == 0
     assert down.asked == 1  # not once more for each job
+
+
+def test_a_session_takes_the_job_with_its_key_never_another_sessions(alice):
+    """#32: the portal's sessions give their job their key (--comment); before the portal knows the
+    id, the job is found by it, not by the name an ended session of the same name shares."""
+    ended = _ended(alice, "lab", "")  # its sbatch made a job but the hub refused: no id recorded
+    new = NotebookServerFactory(user=alice, name="lab", job_id="")
+    queue = [_row("501", "lab", comment=ended.slurm_comment)]
+    servers_apply_queue(queue=queue)
+    new.refresh_from_db()
+    assert new.job_id == ""  # not the ended one's job, though it has the name
+    queue.append(_row("502", "lab", state="PENDING", comment=new.slurm_comment))
+    servers_apply_queue(queue=queue)
+    new.refresh_from_db()
+    assert new.job_id == "502"
+    # Another user's job with alice's key is not hers.
+    other = NotebookServerFactory(user=alice, name="other", job_id="")
+    servers_apply_queue(queue=[_row("503", "other", user="bob", comment=other.slurm_comment)])
+    other.refresh_from_db()
+    assert other.job_id == ""
+
+
+def test_the_job_of_an_ended_session_is_cancelled_by_its_key(alice):
+    """The hub's sbatch created the job, then failed: the record ended as refused without the job's
+    id, and the job is found by the key in its comment. A comment the portal did not write is left."""
+    refused = _ended(alice, "lost", "")
+    queue = [_row("601", "lost", comment=refused.slurm_comment),
+             _row("602", "mine", comment="gpuportal-session:not-a-uuid"),
+             _row("603", "lost", user="bob", comment=refused.slurm_comment)]  # not alice's job
+    slurm = FakeSlurm()
+    assert servers_orphans_cancel(queue=queue, ended_before=timezone.now(), slurm=slurm) == 1
+    assert slurm.cancelled == ["601"]

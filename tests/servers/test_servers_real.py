@@ -64,6 +64,10 @@ def test_two_gpu_server_gets_two_devices_and_stop_ends_the_job(portal_hub, live_
     assert len(devices) == 1
     assert devices.pop() == expand(job_gpu_indexes(job_id))
     assert len(expand(job_gpu_indexes(job_id)).split(",")) == 2
+    # The session's key is its job's comment (#32): the portal adopts and cleans up by it.
+    comment = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%k"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    assert comment == NotebookServer.objects.get(user=alice, name="two-gpus").slurm_comment
 
     slurm_poll()
     ready = card(alice, "two-gpus")

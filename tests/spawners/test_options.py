@@ -71,6 +71,8 @@ def test_strings_from_forms_are_accepted():
     ({"options": "--uid=0"}, "Unknown option(s): options"),
     ({"prologue": "rm -rf ~"}, "Unknown option(s): prologue"),
     ({"gres": "gpu:64"}, "Unknown option(s): gres"),
+    ({"comment": "gpuportal-session:x\n#SBATCH --uid=0"}, "the portal's key"),
+    ({"comment": "gpuportal:6f1c2a3b-1111-4222-8333-444455556666"}, "the portal's key"),
     (["gpus"], "must be an object"),
 ])
 def test_bad_options_are_refused(raw, message):
@@ -136,6 +138,20 @@ def test_batch_script_has_only_rebuilt_values(tmp_path):
     assert f"cp -rn {tmp_path}/tpl/. \"$HOME/templates/\"" in script
     assert 'ln -s /data "$HOME/data"' in script
     assert "/spawners/singleuser/launch.py " in script
+    assert "--comment" not in script  # a server started at the hub's own API has no key
+
+
+def test_the_sessions_key_is_its_jobs_comment_and_not_a_user_option():
+    """#32: the portal finds a session's Slurm job, and cleans it up, by this key (never by name)."""
+    key = "gpuportal-session:6f1c2a3b-1111-4222-8333-444455556666"
+    spawner = make_spawner()
+    apply_portal_options(spawner, {"gpus": 1, "comment": key})
+    spawner.req_keepvars = "JUPYTERHUB_API_TOKEN"
+    subvars = spawner.get_req_subvars()
+    subvars["cmd"] = spawner.cmd_formatted_for_batch()
+    subvars.update(spawner.user_options)
+    assert f"#SBATCH --comment={key}\n" in run(spawner._get_batch_script(**subvars))
+    assert "comment" not in spawner.user_options
 
 
 def test_a_slurm_refusal_is_a_400_with_slurms_message(monkeypatch):
