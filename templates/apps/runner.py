@@ -6,10 +6,15 @@ The app runs in a user + network namespace of its own (`unshare --user --map-roo
 bridges a Unix socket in a private folder (0700, the socket 0600) to that port: the only way in.
 
   runner.py serve -- COMMAND...
-      Portal apps. Listens on TCP 0.0.0.0:<a port the OS picks> and lets a connection through to the
-      app only when its first request carries `X-Gpuportal-App-Secret`, whose sha256 is
-      $GPUPORTAL_APP_SECRET_SHA256 (the job never holds the secret; the portal's gateway does).
-      The header is removed; then bytes go both ways unread (WebSockets work). Anything else: 403.
+      Portal apps. Listens on TCP <the node's address>:<a port the OS picks> (the address its Slurm
+      name, $SLURMD_NODENAME, resolves to: the one the gateway dials) and lets a connection through
+      to the app only when its first request carries `X-Gpuportal-App-Auth: v1 TIME NONCE MAC`, MAC
+      being HMAC-SHA256 under the key $GPUPORTAL_APP_SECRET_SHA256 (hex; the sha256 of the app's
+      secret, which only the portal's gateway holds) of the request's method, target and Host, TIME
+      and NONCE (see `signed_message`). TIME within WINDOW seconds of the node's clock, each NONCE
+      once: no secret crosses the network, and a captured request cannot be replayed. The header is
+      removed; then bytes go both ways unread (WebSockets work). Anything else: 403. At most
+      PENDING_PER_SOURCE connections from one address may be sending their head at once.
       Once the app answers HTTP, prints `gpuportal-app: ready on port N` and POSTs
       {"event": "ready", "port": N} to $GPUPORTAL_URL/api/v1/reports/ with the job's report token
       ($GPUPORTAL_REPORT_TOKEN). No answer within $GPUPORTAL_APP_READY_TIMEOUT s (120): the app is
@@ -47,8 +52,11 @@ from pathlib import Path
 APP_PORT = 8080  # inside the namespace, which has no other listeners
 HEAD_LIMIT = 64 * 1024  # bytes of request head read before authenticating
 HEAD_TIMEOUT = 10.0  # seconds for the whole head to arrive
-PENDING_LIMIT = 64  # connections waiting for their head at once
-SECRET_HEADER = b"x-gpuportal-app-secret"
+PENDING_LIMIT = 256  # connections waiting for their head at once
+PENDING_PER_SOURCE = 8  # of which from one address: one host on the network cannot hold them all
+AUTH_HEADER = b"x-gpuportal-app-auth"
+AUTH_VERSION = "v1"
+WINDOW = 60.0  # seconds a signed request is good for, either side of this node's clock
 READY_TIMEOUT_EXIT = 124  # as timeout(1)
 STOP_GRACE = 10.0  # seconds between SIGTERM and SIGKILL for the app's process group
 
@@ -205,21 +213,74 @@ def read_head(client: socket.socket) -> tuple[bytes, bytes] | None:
     return data[:end], data[end:]
 
 
-def authenticated_head(head: bytes, expected_sha256: str) -> bytes | None:
-    """The head without the secret header, if it carries exactly one with the right secret; else None.
+def signed_message(*, time_s: str, nonce: str, method: str, target: str, host: str) -> bytes:
+    """What the gateway's MAC covers (portal/webapps/gateway/handlers.py signs the same)."""
+    return "\n".join(("gpuportal-app-" + AUTH_VERSION, time_s, nonce, method, target, host)).encode()
+
+
+class Nonces:
+    """Nonces seen within the window; only requests with a valid MAC add one, so only the gateway
+    can grow it (by its own request rate times 2 * WINDOW)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def first_use(self, nonce: str, now: float) -> bool:
+        with self._lock:
+            if len(self._seen) > 1024:
+                self._seen = {n: expiry for n, expiry in self._seen.items() if expiry > now}
+            if self._seen.get(nonce, 0.0) > now:
+                return False
+            self._seen[nonce] = now + 2 * WINDOW
+            return True
+
+
+def _is_hex(value: str, length: int) -> bool:
+    return len(value) == length and all(c in "0123456789abcdef" for c in value)
+
+
+def verify(value: str, *, key: bytes, method: str, target: str, host: str, nonces: Nonces,
+           now: float | None = None) -> bool:
+    """Whether an X-Gpuportal-App-Auth value signs this request: right MAC (compared in constant
+    time), a time within WINDOW, a nonce not used before."""
+    parts = value.split(" ")
+    if len(parts) != 4 or parts[0] != AUTH_VERSION or not parts[1].isdigit():
+        return False
+    _, time_s, nonce, mac = parts
+    if not (_is_hex(nonce, 32) and _is_hex(mac, 64)):
+        return False
+    expected = hmac.new(key, signed_message(time_s=time_s, nonce=nonce, method=method, target=target,
+                                            host=host), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(mac, expected):
+        return False
+    now = time.time() if now is None else now
+    return abs(now - int(time_s)) <= WINDOW and nonces.first_use(nonce, now)
+
+
+def authenticated_head(head: bytes, key: bytes, nonces: Nonces) -> bytes | None:
+    """The head without the auth header, if it carries exactly one that signs this request; else None.
 
     Only this first head is read: unless it asks for an upgrade (a WebSocket), the app is told to
     close the connection after its answer (Connection: close, a hop-by-hop header, ours to set), so
-    no later request on this connection reaches the app with the secret in it.
+    no later, unsigned request on this connection reaches the app.
     """
     request_line, *lines = head[:-4].split(b"\r\n")
+    parts = request_line.split(b" ")
     headers = [(line.partition(b":")[0].strip().lower(), line) for line in lines]
-    secrets = [line.partition(b":")[2].strip() for name, line in headers if name == SECRET_HEADER]
-    if len(secrets) != 1:
+    auth = [line.partition(b":")[2].strip() for name, line in headers if name == AUTH_HEADER]
+    hosts = [line.partition(b":")[2].strip() for name, line in headers if name == b"host"]
+    if len(parts) != 3 or len(auth) != 1 or len(hosts) > 1:
         return None
-    if not hmac.compare_digest(hashlib.sha256(secrets[0]).hexdigest(), expected_sha256):
+    try:
+        signed = verify(auth[0].decode("ascii"), key=key, method=parts[0].decode("latin-1"),
+                        target=parts[1].decode("latin-1"),
+                        host=hosts[0].decode("latin-1") if hosts else "", nonces=nonces)
+    except UnicodeDecodeError:
         return None
-    kept = [(name, line) for name, line in headers if name != SECRET_HEADER]
+    if not signed:
+        return None
+    kept = [(name, line) for name, line in headers if name != AUTH_HEADER]
     upgrade = any(name == b"upgrade" for name, _ in kept) and any(
         name == b"connection" and b"upgrade" in line.lower() for name, line in kept)
     if not upgrade:
@@ -228,19 +289,42 @@ def authenticated_head(head: bytes, expected_sha256: str) -> bytes | None:
     return b"\r\n".join([request_line, *(line for _, line in kept)]) + b"\r\n\r\n"
 
 
-def handle(client: socket.socket, address: tuple, path: str, expected_sha256: str,
-           pending: threading.BoundedSemaphore) -> None:
+class Slots:
+    """Pre-authentication slots: PENDING_LIMIT in all, PENDING_PER_SOURCE per source address."""
+
+    def __init__(self, total: int = PENDING_LIMIT, per_source: int = PENDING_PER_SOURCE) -> None:
+        self.total, self.per_source = total, per_source
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, source: str) -> bool:
+        with self._lock:
+            held = self._held.get(source, 0)
+            if held >= self.per_source or sum(self._held.values()) >= self.total:
+                return False
+            self._held[source] = held + 1
+            return True
+
+    def give_back(self, source: str) -> None:
+        with self._lock:
+            held = self._held.pop(source, 0) - 1
+            if held > 0:
+                self._held[source] = held
+
+
+def handle(client: socket.socket, address: tuple, path: str, key: bytes, nonces: Nonces,
+           slots: Slots) -> None:
     try:
         got = read_head(client)
     finally:
-        pending.release()
+        slots.give_back(address[0])
     if got is None:
         refuse(client, "400 Bad Request", "bad request")
         return
     head, rest = got
-    forwarded = authenticated_head(head, expected_sha256)
+    forwarded = authenticated_head(head, key, nonces)
     if forwarded is None:
-        log(f"refused a connection from {address[0]}: no valid app secret")
+        log(f"refused a connection from {address[0]}: not signed by the gateway")
         refuse(client, "403 Forbidden", "forbidden: open this app from the portal")
         return
     client.settimeout(None)
@@ -254,18 +338,25 @@ def handle(client: socket.socket, address: tuple, path: str, expected_sha256: st
     splice(client, upstream, forwarded + rest)
 
 
-def accept_loop(listener: socket.socket, path: str, expected_sha256: str) -> None:
-    pending = threading.BoundedSemaphore(PENDING_LIMIT)
+def accept_loop(listener: socket.socket, path: str, key: bytes) -> None:
+    slots, nonces = Slots(), Nonces()
     while True:
         try:
             client, address = listener.accept()
         except OSError:
             return
-        if not pending.acquire(blocking=False):
-            client.close()  # too many connections still sending their head
+        if not slots.take(address[0]):
+            client.close()  # too many connections (from there) still sending their head
             continue
-        threading.Thread(target=handle, args=(client, address, path, expected_sha256, pending),
+        threading.Thread(target=handle, args=(client, address, path, key, nonces, slots),
                          daemon=True).start()
+
+
+def bind_address() -> str:
+    """The address this node's Slurm name resolves to: the portal records that name as the app's
+    host and the gateway dials it, so nothing else (another interface, 0.0.0.0) needs to listen."""
+    name = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0]
 
 
 def answers_http(path: str) -> bool:
@@ -300,7 +391,7 @@ def report_ready(port: int) -> None:
 
 def serve(command: list[str]) -> int:
     expected = os.environ.get("GPUPORTAL_APP_SECRET_SHA256", "").strip().lower()
-    if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+    if not _is_hex(expected, 64):
         log("GPUPORTAL_APP_SECRET_SHA256 must be the hex sha256 of the app's secret")
         return 2
     try:
@@ -310,9 +401,15 @@ def serve(command: list[str]) -> int:
         return 2
     folder = tempfile.mkdtemp(prefix="gpuportal-app-")  # 0700
     path = str(Path(folder) / "app.sock")
-    # Every address: the gateway comes from another host. Only the secret lets a connection through.
-    listener = socket.create_server(("0.0.0.0", 0), backlog=128)  # noqa: S104
+    try:
+        address = bind_address()
+    except OSError as error:
+        log(f"cannot resolve this node's name to an address to listen on: {error}")
+        return 2
+    listener = socket.create_server((address, 0), family=socket.AF_INET6 if ":" in address
+                                    else socket.AF_INET, backlog=128)
     port = listener.getsockname()[1]
+    log(f"listening on {address} port {port}")
     try:
         app = subprocess.Popen(inner_argv(path, command))
 
@@ -322,7 +419,8 @@ def serve(command: list[str]) -> int:
 
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, forward)
-        threading.Thread(target=accept_loop, args=(listener, path, expected), daemon=True).start()
+        threading.Thread(target=accept_loop, args=(listener, path, bytes.fromhex(expected)),
+                         daemon=True).start()
         deadline, ready = time.monotonic() + ready_timeout, False
         while True:
             try:

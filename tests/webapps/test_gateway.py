@@ -10,7 +10,7 @@ from django.utils import timezone
 from tornado import httputil
 
 from portal.webapps import grants
-from portal.webapps.gateway.handlers import SECRET_HEADER, app_uuid_from_host, upstream_headers
+from portal.webapps.gateway.handlers import AUTH_HEADER, app_uuid_from_host, upstream_headers
 from portal.webapps.models import App, AppType, GrantUse
 from tests.factories import UserFactory
 
@@ -173,19 +173,20 @@ def test_upstream_headers(apps_origin):
     for name, value in [("Host", "x.apps.localhost:8002"), ("Origin", "http://x.apps.localhost:8002"),
                         ("Cookie", f"a=1; {grants.COOKIE_NAME}=secretcookie"), ("Cookie", "b=2"),
                         ("Connection", "keep-alive, X-Private"), ("X-Private", "1"), ("Keep-Alive", "5"),
-                        ("Transfer-Encoding", "chunked"), (SECRET_HEADER, "forged"),
+                        ("Transfer-Encoding", "chunked"), (AUTH_HEADER, "forged"),
                         ("X-Forwarded-For", "1.2.3.4"),
                         ("Accept", "text/html")]:
         headers.add(name, value)
     request = httputil.HTTPServerRequest(start_line=GET, headers=headers)
-    out = upstream_headers(request, app)
+    out = upstream_headers(request, app, method="GET", target="/")
     assert out["Host"] == "x.apps.localhost:8002" and out["Origin"] == "http://x.apps.localhost:8002"
     assert out.get_list("Cookie") == ["a=1; b=2"]
-    assert out.get_list(SECRET_HEADER) == [app.secret]
+    (signed,) = out.get_list(AUTH_HEADER)  # the gateway's own (tests/webapps/test_runner_auth.py)
+    assert signed.startswith("v1 ") and app.secret not in str(list(out.get_all()))
     assert out["Accept"] == "text/html" and out["X-Forwarded-Proto"] == "http"
     for gone in ("Connection", "X-Private", "Keep-Alive", "Transfer-Encoding", "X-Forwarded-For"):
         assert gone not in out
     # Only the gateway's cookie: no Cookie header at all.
     request = httputil.HTTPServerRequest(start_line=GET, headers=httputil.HTTPHeaders(
         {"Host": "x.apps.localhost", "Cookie": f"{grants.COOKIE_NAME}=v"}))
-    assert "Cookie" not in upstream_headers(request, app)
+    assert "Cookie" not in upstream_headers(request, app, method="GET", target="/")

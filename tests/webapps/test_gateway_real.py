@@ -1,14 +1,25 @@
 """The apps gateway for real: a tornado server on a free port, App rows in the test database, and a
-fake app behind it that refuses every request without the app's secret, as the in-job runner does.
-Requests go to 127.0.0.1 with the app's Host header (curl's --resolve, in effect); the last test
-lets Chromium, which resolves *.localhost itself, do the whole thing."""
+fake app behind it that refuses every request not signed with the app's secret, checked by the
+in-job runner's own code. Requests go to 127.0.0.1 with the app's Host header (curl's --resolve, in
+effect); the browser tests let Chromium, which resolves *.localhost itself, do the whole thing. Then
+the real runner behind the gateway, with the loopback traffic captured, and a gateway process under
+50 unauthenticated 64 MiB uploads."""
 
 import asyncio
+import hashlib
 import http.client
 import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,14 +29,16 @@ from tornado.iostream import StreamClosedError
 
 from portal.webapps import grants
 from portal.webapps.gateway import Gateway
-from portal.webapps.gateway.handlers import SECRET_HEADER
+from portal.webapps.gateway.handlers import AUTH_HEADER, FRAME_POLICY
 from portal.webapps.models import App, AppState, AppType
 from tests.factories import UserFactory
 from tests.ports import free_port, free_ports
+from tests.webapps.test_runner_auth import RUNNER, load_runner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 BIG_CHUNK = bytes(range(256)) * 256  # 64 KiB
 BIG_CHUNKS = 320  # 20 MiB
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 class LoopThread:
@@ -56,6 +69,7 @@ class Upstream:
         self.seen: list[dict[str, Any]] = []
         self.release = threading.Event()
         self.aborted = threading.Event()
+        self.nonces = load_runner().Nonces()
 
 
 class _Checked(web.RequestHandler):
@@ -64,14 +78,18 @@ class _Checked(web.RequestHandler):
 
     def prepare(self) -> None:
         headers = list(self.request.headers.get_all())
-        self.upstream.seen.append({"path": self.request.path, "headers": headers})
-        if self.request.headers.get(SECRET_HEADER) != self.upstream.secret:
+        key = hashlib.sha256(self.upstream.secret.encode()).digest()
+        signed = load_runner().verify(
+            self.request.headers.get(AUTH_HEADER, ""), key=key, method=self.request.method,
+            target=self.request.uri, host=self.request.headers.get("Host", ""), nonces=self.upstream.nonces)
+        self.upstream.seen.append({"path": self.request.path, "headers": headers, "signed": signed})
+        if not signed:
             raise web.HTTPError(403)
 
 
 class _Hello(_Checked):
     def get(self) -> None:
-        self.set_header(SECRET_HEADER, "an app must not be able to echo it to the browser")
+        self.set_header(AUTH_HEADER, "an app must not be able to echo it to the browser")
         self.set_cookie("app_own", "1")
         self.write("hello from the app")
 
@@ -79,6 +97,30 @@ class _Hello(_Checked):
 
     def post(self) -> None:
         self.write(b"posted:" + self.request.body)
+
+
+@web.stream_request_body
+class _Upload(_Checked):
+    """Counts and hashes what it is sent, as it comes."""
+
+    def initialize(self, upstream: Upstream) -> None:
+        super().initialize(upstream)
+        self.size, self.digest = 0, hashlib.sha256()
+
+    def data_received(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self.digest.update(chunk)
+
+    def put(self) -> None:
+        self.write(f"{self.size} {self.digest.hexdigest()}")
+
+    post = put
+
+
+class _OwnPolicy(_Checked):
+    def get(self) -> None:
+        self.set_header("Content-Security-Policy", "frame-ancestors *; default-src 'self'")
+        self.write("framable, it says")
 
 
 class _Stream(_Checked):
@@ -136,7 +178,8 @@ def bed(settings) -> Iterator[dict[str, Any]]:
 
     def start() -> Gateway:
         web.Application([(r"/ws", _Echo, kwargs), (r"/stream", _Stream, kwargs), (r"/big", _Big, kwargs),
-                         (r"/endless", _Endless, kwargs), (r"/.*", _Hello, kwargs)]
+                         (r"/endless", _Endless, kwargs), (r"/upload", _Upload, kwargs),
+                         (r"/own-policy", _OwnPolicy, kwargs), (r"/.*", _Hello, kwargs)]
                         ).listen(app_port, "127.0.0.1")
         gateway = Gateway()
         gateway.start("127.0.0.1", gateway_port)
@@ -213,12 +256,12 @@ def test_grant_then_cookie_then_content(bed):
     assert response.getheader("Set-Cookie").startswith("app_own=1")  # the app's own cookies pass
     seen = bed["upstream"].seen[-1]
     headers = dict(seen["headers"])
-    assert seen["path"] == "/some/page"
-    assert headers[SECRET_HEADER] == app.secret
+    assert seen["path"] == "/some/page" and seen["signed"]
+    assert app.secret not in json.dumps(seen)  # signed with it, never sent
     assert headers["Host"] == host_of(app)  # unchanged
     assert headers["Cookie"] == "app_own=1"  # the gateway's own cookie stays with the gateway
-    # The secret never reaches the browser, even when the app sends it back.
-    assert response.getheader(SECRET_HEADER) is None and app.secret.encode() not in body
+    # The signature never reaches the browser, even when the app sends one back.
+    assert response.getheader(AUTH_HEADER) is None and app.secret.encode() not in body
     # HEAD and POST go through too.
     response, body = request(bed, app, "/", method="HEAD", cookie=cookie)
     assert response.status == 200 and body == b""
@@ -343,8 +386,9 @@ def test_websocket_echo(bed):
     cookie = sign_in(bed, app)
     text, binary, protocol = _websocket(bed, app, cookie, subprotocols=["first", "second"])
     assert (text, binary, protocol) == ("echo:hi", b"echo:\x00\x01", "second")
+    assert bed["upstream"].seen[-1]["signed"]
     seen = dict(bed["upstream"].seen[-1]["headers"])
-    assert seen[SECRET_HEADER] == app.secret
+    assert app.secret not in json.dumps(seen)
     assert seen["Origin"] == grants.app_origin(app) and seen["Host"] == host_of(app)
     assert grants.COOKIE_NAME not in seen.get("Cookie", "")
     # Without the cookie, or from another origin: no upgrade.
@@ -384,7 +428,8 @@ def test_chromium_never_sends_the_portals_cookie(bed, page):
         sent = dict(seen["headers"]).get("Cookie", "")
         assert "portal-session" not in sent and "portal-csrf" not in sent
         assert grants.COOKIE_NAME not in sent
-    assert json.dumps(bed["upstream"].seen).count(app.secret) == len(bed["upstream"].seen)
+    assert all(seen["signed"] for seen in bed["upstream"].seen)
+    assert app.secret not in json.dumps(bed["upstream"].seen)
 
 
 def test_logout_ends_the_apps_access_within_2_seconds(bed, client, monkeypatch):
@@ -453,3 +498,176 @@ def test_chromium_after_logout_its_open_tab_gets_403_within_2_seconds(bed, page,
         assert time.monotonic() - logged_out < 2.5
         time.sleep(0.05)
     assert response.status == 403 and "Not signed in" in page.text_content("body")
+
+
+def test_proxied_responses_may_be_framed_by_their_own_origin_only(bed):
+    """#33: every proxied response carries frame-ancestors 'self', as a policy of its own: an app's
+    own CSP is kept beside it, and a browser enforces both, so the app's cannot widen it."""
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    response, body = request(bed, app, cookie=cookie)
+    assert response.status == 200 and response.headers.get_all("Content-Security-Policy") == [FRAME_POLICY]
+    response, body = request(bed, app, "/own-policy", cookie=cookie)
+    assert response.status == 200 and body == b"framable, it says"
+    assert response.headers.get_all("Content-Security-Policy") == [
+        "frame-ancestors *; default-src 'self'", FRAME_POLICY]
+
+
+def _head_only(bed: dict[str, Any], app: App, length: int, cookie: str = "") -> tuple[float, bytes]:
+    """A PUT's head announcing `length` bytes, and no body: (seconds to the answer, its first bytes)."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", bed["port"]), timeout=10) as sock:
+        sock.sendall(f"PUT /upload HTTP/1.1\r\nHost: {host_of(app)}\r\nContent-Length: {length}\r\n"
+                     f"Cookie: {cookie}\r\nOrigin: {grants.app_origin(app)}\r\n\r\n".encode())
+        return time.monotonic() - started, sock.recv(65536)
+
+
+def test_request_bodies_stream_to_the_app_only_once_authorized(bed):
+    app = make_app(bed)
+    cookie = sign_in(bed, app)
+    headers = {"Origin": grants.app_origin(app)}
+    # An authorized upload of 20 MiB, with a length and chunked, arrives whole.
+    data = BIG_CHUNK * BIG_CHUNKS
+    response, body = request(bed, app, "/upload", method="PUT", cookie=cookie, headers=headers, body=data)
+    assert response.status == 200 and body.decode() == f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+    response, body = request(bed, app, "/upload", method="POST", cookie=cookie, headers=headers,
+                             body=iter([BIG_CHUNK] * 16))  # http.client sends an iterable chunked
+    assert response.status == 200 and body.decode().startswith(f"{16 * len(BIG_CHUNK)} ")
+    # Without the cookie, the refusal comes before a byte of the announced 64 MiB is sent: the
+    # gateway never waits for (nor reads) an unauthenticated body.
+    took, answer = _head_only(bed, app, 64 * 1024 * 1024)
+    assert answer.startswith(b"HTTP/1.1 403 ") and took < 5
+    # Past the limit, even authorized: refused at once.
+    took, answer = _head_only(bed, app, 64 * 1024 * 1024 + 1, cookie=cookie)
+    assert answer in (b"", b"HTTP/1.1 400 Bad Request\r\n\r\n") and took < 5, answer
+
+
+def _capture(port: int, into: str) -> subprocess.Popen:
+    """tcpdump on loopback, of the runner's port, until SIGINT; returns once it listens."""
+    # --immediate-mode: each packet as it comes, not a buffer's worth a second later (or never, on SIGINT).
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-w", into,
+                             f"tcp port {port}"],
+                            stderr=subprocess.PIPE, text=True)
+    assert dump.stderr is not None
+    line = dump.stderr.readline()
+    assert "listening on lo" in line, line
+    return dump
+
+
+def test_no_secret_on_the_wire_between_gateway_and_runner(bed, tmp_path):
+    """#33 item 4: the real runner (as a job starts it) behind the real gateway; tcpdump on loopback
+    records every byte between them. The requests succeed, each signed; neither the app's secret nor
+    the key the job holds (its sha256) is anywhere in the capture, and a captured request replayed
+    to the runner as it was is refused."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("the real app behind the real runner")
+    app = make_app(bed, port=None)
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path), "SLURMD_NODENAME": "localhost",
+           "GPUPORTAL_APP_SECRET_SHA256": hashlib.sha256(app.secret.encode()).hexdigest()}
+    runner = subprocess.Popen(
+        [sys.executable, str(RUNNER), "serve", "--", "sh", "-c",
+         f'exec {sys.executable} -m http.server --bind "$HOST" "$PORT" --directory {site}'],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert runner.stdout is not None
+        ready = re.fullmatch(r"gpuportal-app: ready on port (\d+)\n", runner.stdout.readline())
+        assert ready, "the runner did not start"
+        port = int(ready[1])
+        App.objects.filter(pk=app.pk).update(port=port)
+        time.sleep(2.1)  # the gateway's cache of the row
+        ARTIFACTS.mkdir(exist_ok=True)
+        pcap = str(ARTIFACTS / "gateway-runner.pcap")  # kept: `tcpdump -A -r` it to see for yourself
+        dump = _capture(port, pcap)
+        try:
+            cookie = sign_in(bed, app)
+            response, body = request(bed, app, "/index.html?x=1", cookie=cookie)
+            assert response.status == 200 and body == b"the real app behind the real runner"
+            response, body = request(bed, app, "/", method="POST", cookie=cookie, body=b"form=1",
+                                     headers={"Origin": grants.app_origin(app)})
+            assert response.status == 501  # http.server's answer to a POST: it got there
+        finally:
+            dump.send_signal(signal.SIGINT)
+            dump.wait(10)
+        captured = Path(pcap).read_bytes()
+        assert b"the real app behind the real runner" in captured  # the capture saw the traffic
+        heads = re.findall(rb"GET /index\.html\?x=1 HTTP/1\.1\r\n.*?\r\n\r\n", captured, re.DOTALL)
+        assert len(heads) == 1 and AUTH_HEADER.encode() in heads[0]
+        secret, key = app.secret.encode(), hashlib.sha256(app.secret.encode())
+        for form in (secret, key.digest(), key.hexdigest().encode()):
+            assert form not in captured
+        print(f"capture: {len(captured)} bytes in {pcap}", end=" ")
+        # Replayed as captured (within the minute the signature is good for): refused.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(heads[0])
+            assert sock.recv(65536).startswith(b"HTTP/1.1 403 ")
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(30)
+
+
+def _rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status)[1])
+
+
+def _upload(port: int, host: str, size: int) -> str:
+    """Sends a PUT of `size` bytes (or as much as the gateway takes); its status line, or why not."""
+    chunk = b"\0" * (1 << 20)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(f"PUT /upload HTTP/1.1\r\nHost: {host}\r\nContent-Length: {size}\r\n\r\n".encode())
+            try:
+                for _ in range(size // len(chunk)):
+                    sock.sendall(chunk)
+            except OSError:
+                pass  # refused and closed before it took the body
+            return sock.recv(100).split(b"\r\n", 1)[0].decode()
+    except OSError as error:
+        return f"{type(error).__name__}"
+
+
+def test_unauthenticated_uploads_leave_the_gateways_memory_alone(settings, tmp_path):
+    """#33: 50 concurrent unauthenticated 64 MiB uploads to a real gateway process (manage.py
+    apps_gateway), to random app hosts and to a real app without its cookie: each is refused before
+    its body is read, and the process stays under 200 MiB resident."""
+    port = free_port()
+    database = settings.DATABASES["default"]
+    app = make_app({"app_port": free_port(), "upstream": Upstream()})
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+           "APPS_ORIGIN": f"http://apps.localhost:{port}",
+           "DATABASE_URL": f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
+                           f"{database['PORT']}/{database['NAME']}"}
+    log = (tmp_path / "gateway.log").open("w")
+    gateway = subprocess.Popen([sys.executable, "manage.py", "apps_gateway", "--bind", f"127.0.0.1:{port}"],
+                               env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert gateway.poll() is None and time.monotonic() < deadline, log.name
+                time.sleep(0.2)
+        baseline = _rss_kib(gateway.pid)
+        hosts = [f"{uuid.uuid4()}.apps.localhost:{port}" for _ in range(40)] + [host_of(app)] * 10
+        peak, results = baseline, []
+        workers = [threading.Thread(target=lambda h=h: results.append(_upload(port, h, 64 << 20)))
+                   for h in hosts]
+        started = time.monotonic()
+        for worker in workers:
+            worker.start()
+        while any(worker.is_alive() for worker in workers):
+            peak = max(peak, _rss_kib(gateway.pid))
+            time.sleep(0.02)
+        took = time.monotonic() - started
+        peak = max(peak, _rss_kib(gateway.pid))
+        print(f"gateway RSS: {baseline // 1024} MiB before, peak {peak // 1024} MiB "
+              f"under 50 x 64 MiB unauthenticated uploads ({took:.1f} s)", end=" ")
+        assert sorted(set(results)) == ["HTTP/1.1 403 Forbidden", "HTTP/1.1 404 Not Found"], results
+        assert peak < 200 * 1024
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(30)
+        log.close()

@@ -1,5 +1,5 @@
 """templates/apps/runner.py for real, as the demo users alice and bob on this host: the app in its own
-user + network namespace, reachable only through the secret-checked TCP port (serve) or the owner's
+user + network namespace, reachable only through the signature-checked TCP port (serve) or the owner's
 Unix socket (socket); readiness pushed to a stand-in portal; upgrades passed through; an app that
 never answers or exits; JupyterLab's tiles started by their own command lines; and, through real
 Slurm, bob's job on alice's node refused at her app's port."""
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from portal.webapps.gateway.handlers import AUTH_HEADER, signature
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,29 +175,38 @@ def _get(port: int, headers: dict[str, str] | None = None, host: str = "127.0.0.
     return int(head.split()[1]), body
 
 
-def test_serve_lets_only_the_secret_through(workdir, runners):
+def _signed(port: int, host: str = "127.0.0.1", target: str = "/", secret: str = SECRET,
+            **extra: str) -> dict[str, str]:
+    """The gateway's auth header for a GET of target at host:port (as _get sends it)."""
+    return {AUTH_HEADER: signature(secret, method="GET", target=target, host=f"{host}:{port}"), **extra}
+
+
+def test_serve_lets_only_signed_requests_through(workdir, runners):
     runner = Runner(workdir, http_server(workdir))
     runners.append(runner)
     port = runner.ready_port()
     page = f"alice's app {workdir.name}".encode()
 
-    status, body = _get(port, {"X-Gpuportal-App-Secret": SECRET})
+    signed = _signed(port)
+    status, body = _get(port, signed)
     assert status == 200 and page in body
-    for headers in ({}, {"X-Gpuportal-App-Secret": "wrong"}, {"X-Gpuportal-App-Secret": SECRET + "x"},
-                    {"X-Gpuportal-App-Secret": SECRET_SHA256}):
+    old = {AUTH_HEADER: signature(SECRET, method="GET", target="/", host=f"127.0.0.1:{port}",
+                                  now=time.time() - 120)}
+    for headers in ({}, signed,  # the same one again: a replay
+                    _signed(port, secret=SECRET + "x"), _signed(port, target="/other"),
+                    _signed(port, host="localhost"), old, {"X-Gpuportal-App-Secret": SECRET},
+                    {AUTH_HEADER: "v1 1 2 3"}):
         status, body = _get(port, headers)
-        assert status == 403 and page not in body and b"forbidden" in body
-    # Two secret headers, even with the right one first: refused.
+        assert status == 403 and page not in body and b"forbidden" in body, headers
+    # Two auth headers, even with a good one first: refused.
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(f"GET / HTTP/1.1\r\nHost: x\r\nX-Gpuportal-App-Secret: {SECRET}\r\n"
-                     f"X-Gpuportal-App-Secret: other\r\n\r\n".encode())
+        sock.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Gpuportal-App-Auth: "
+                     f"{_signed(port)[AUTH_HEADER]}\r\nX-Gpuportal-App-Auth: other\r\n\r\n".encode())
         assert sock.recv(65536).startswith(b"HTTP/1.1 403 ")
 
     # bob, from his own account on the node: refused at the port, and the Unix socket is alice's.
     bob = _run_as("bob", "curl", "-s", "-i", "-m", "5", f"http://127.0.0.1:{port}/")
     assert bob.stdout.startswith("HTTP/1.1 403") and page.decode() not in bob.stdout
-    bob = _run_as("bob", "curl", "-s", "-H", f"X-Gpuportal-App-Secret: {SECRET}x", f"http://127.0.0.1:{port}/")
-    assert page.decode() not in bob.stdout
     sock_path = runner.socket_path()
     assert sock_path.parent.stat().st_mode & 0o777 == 0o700
     assert sock_path.stat().st_mode & 0o777 == 0o600
@@ -211,7 +221,11 @@ def test_serve_lets_only_the_secret_through(workdir, runners):
     # The app's own port is in the namespace: the host's loopback has no such app.
     on_host = _run_as("bob", "curl", "-s", "-m", "3", f"http://127.0.0.1:{APP_PORT}/")
     assert page.decode() not in on_host.stdout
-    assert not any(SECRET in line for line in runner.lines + runner.errors)  # never logged
+    assert not any(SECRET in line or SECRET_SHA256 in line for line in runner.lines + runner.errors)
+    # It listens on the address this host's name resolves to (127.0.0.1 here), not on every one.
+    assert socket.gethostbyname(socket.gethostname()) == "127.0.0.1"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.2", port), timeout=5).close()
 
     # SIGTERM (scancel) ends the app, the runner and its socket folder.
     assert runner.stop() in (143, -signal.SIGTERM, 128 + signal.SIGTERM)
@@ -261,7 +275,8 @@ def test_an_upgrade_and_the_bytes_after_it_pass_both_ways(workdir, runners):
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         # The head and the first bytes after it in one write, as a client may send them.
         sock.sendall(f"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n"
-                     f"X-Gpuportal-App-Secret: {SECRET}\r\n\r\nearly bytes;".encode())
+                     f"{AUTH_HEADER}: {signature(SECRET, method='GET', target='/ws', host='x')}"
+                     "\r\n\r\nearly bytes;".encode())
         data = b""
         while b"EARLY BYTES;" not in data:
             data += sock.recv(65536)
@@ -272,10 +287,10 @@ def test_an_upgrade_and_the_bytes_after_it_pass_both_ways(workdir, runners):
             while len(got) < len(message):
                 got += sock.recv(65536)
             assert got == message.upper()
-    # A plain request: the app gets the head without the secret, told to close after answering.
-    status, head = _get(port, {"X-Gpuportal-App-Secret": SECRET, "Connection": "keep-alive", "X-Other": "1"})
+    # A plain request: the app gets the head without the signature, told to close after answering.
+    status, head = _get(port, _signed(port, Connection="keep-alive", **{"X-Other": "1"}))
     assert status == 200
-    assert SECRET.encode() not in head and b"gpuportal-app-secret" not in head.lower()
+    assert b"gpuportal-app-auth" not in head.lower()
     assert b"Connection: close" in head and b"keep-alive" not in head and b"X-Other: 1" in head
 
 
@@ -527,8 +542,8 @@ def test_through_slurm_bobs_job_on_alices_node_is_refused(workdir):
         node = _job_field(jobs[0], "%N")
         addr = subprocess.run(["scontrol", "show", "node", node], capture_output=True, text=True).stdout
         host = re.search(r"NodeAddr=(\S+)", addr)[1]
-        # The secret works from the node (the gateway's view); bob's job there is refused.
-        status, body = _get(port, {"X-Gpuportal-App-Secret": SECRET}, host=host)
+        # A signed request works from the node (the gateway's view); bob's job there is refused.
+        status, body = _get(port, _signed(port, host=host), host=host)
         assert status == 200 and page.encode() in body
         (sock_path,) = workdir.glob("gpuportal-app-*/app.sock")
         jobs.append(_sbatch("bob", bob_dir / "bob.out", f"curl -s -i -m 5 http://{host}:{port}/; echo; "

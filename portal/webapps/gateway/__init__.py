@@ -11,8 +11,8 @@ from tornado.httpserver import HTTPServer
 
 from portal.webapps import grants
 from portal.webapps.gateway.handlers import (
-    MAX_BODY_BYTES,
     MAX_MESSAGE_BYTES,
+    PREAUTH_BODY_BYTES,
     GrantHandler,
     ProxyHandler,
     WebSocketProxyHandler,
@@ -56,8 +56,11 @@ class Gateway:
 
     def __init__(self) -> None:
         self.store = AppStore()
-        self.server = HTTPServer(make_application(self.store), max_body_size=MAX_BODY_BYTES,
-                                 max_buffer_size=MAX_BODY_BYTES + 1024 * 1024, idle_connection_timeout=3600)
+        # Request bodies are read in 64 KiB chunks, and only once a request is authorized (ProxyHandler
+        # raises its limit then); the buffer's bound is for an authorized WebSocket's messages.
+        self.server = HTTPServer(make_application(self.store), max_body_size=PREAUTH_BODY_BYTES,
+                                 max_buffer_size=MAX_MESSAGE_BYTES + 1024 * 1024,
+                                 idle_connection_timeout=3600)
 
     def start(self, host: str, port: int) -> None:
         grants.apps_origin_parts()  # a bad APPS_ORIGIN fails here, not on the first request

@@ -2,14 +2,20 @@
 
 Every app is served at its own host, `<uuid>.<apps host>`: the Host header picks the app, the
 app's cookie (portal/webapps/grants.py) names its owner, and the request goes on to the app's
-runner on its node with the app's secret, which only the gateway holds. Responses stream chunk by
+runner on its node signed with the app's secret, which only the gateway holds and which never
+crosses the network (`signature`). Request bodies stream to the app once the request is
+authorized, and never reach the gateway's memory before. Responses stream chunk by
 chunk with backpressure (TensorBoard's and VS Code's large files, server-sent events), so upstream
 HTTP is spoken with tornado's HTTP1Connection directly rather than its HTTP client, which would
 buffer or outrun a slow browser.
 """
 
 import asyncio
+import hashlib
+import hmac
 import logging
+import secrets
+import time
 import uuid as uuidlib
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,14 +32,21 @@ from portal.webapps.models import App, AppState
 
 log = logging.getLogger("portal.webapps.gateway")
 
-SECRET_HEADER = "X-Gpuportal-App-Secret"  # noqa: S105 (a header name)
+AUTH_HEADER = "X-Gpuportal-App-Auth"
+AUTH_VERSION = "v1"  # templates/apps/runner.py checks the same form
 CONNECT_TIMEOUT = 10.0
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = 64 * 1024 * 1024  # an authorized request's, streamed to the app
+# Any other request's (a grant, a WebSocket handshake, one refused before its body is read): these
+# are buffered whole by tornado, so they stay small.
+PREAUTH_BODY_BYTES = 64 * 1024
+# The owner's app may frame itself, no other site may frame it (clickjacking a VS Code). Sent as a
+# policy of its own beside the app's: a browser enforces every policy, so the app's cannot widen it.
+FRAME_POLICY = "frame-ancestors 'self'"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # RFC 9110 7.6.1; plus what a client must not choose for the app (the secret, forwarding claims).
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE",
-    "Trailer", "Transfer-Encoding", "Upgrade", "Expect", "Content-Length", SECRET_HEADER,
+    "Trailer", "Transfer-Encoding", "Upgrade", "Expect", "Content-Length", AUTH_HEADER,
     "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP", "Forwarded"))
 # tornado's websocket_connect makes its own handshake; the client's must not be copied into it.
 WS_HANDSHAKE = frozenset(h.lower() for h in (
@@ -69,6 +82,18 @@ def _hop_by_hop(headers: httputil.HTTPHeaders) -> set[str]:
     return HOP_BY_HOP | named
 
 
+def signature(secret: str, *, method: str, target: str, host: str, now: float | None = None) -> str:
+    """The X-Gpuportal-App-Auth value for one request to the app's runner: an HMAC-SHA256, keyed
+    with the sha256 of the app's secret (what the job holds), over the method, the request target,
+    the Host, the time and a fresh nonce. The runner takes each nonce once, within a minute."""
+    time_s = str(int(time.time() if now is None else now))
+    nonce = secrets.token_hex(16)
+    key = hashlib.sha256(secret.encode()).digest()
+    message = "\n".join(("gpuportal-app-" + AUTH_VERSION, time_s, nonce, method, target, host))
+    mac = hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
+    return f"{AUTH_VERSION} {time_s} {nonce} {mac}"
+
+
 def _cookie_without_ours(headers: httputil.HTTPHeaders) -> str:
     """The Cookie header the app gets: its own cookies, never the gateway's."""
     kept = []
@@ -79,10 +104,10 @@ def _cookie_without_ours(headers: httputil.HTTPHeaders) -> str:
     return "; ".join(kept)
 
 
-def upstream_headers(request: httputil.HTTPServerRequest, app: App, *,
-                     websocket: bool = False) -> httputil.HTTPHeaders:
+def upstream_headers(request: httputil.HTTPServerRequest, app: App, *, method: str,
+                     target: str, websocket: bool = False) -> httputil.HTTPHeaders:
     """The client's headers for the app: hop-by-hop ones dropped, Host and Origin unchanged (apps
-    compare them for WebSockets), the gateway's cookie removed, the app's secret added."""
+    compare them for WebSockets), the gateway's cookie removed, the request signed."""
     drop = _hop_by_hop(request.headers) | {"cookie"} | (WS_HANDSHAKE if websocket else set())
     out = httputil.HTTPHeaders()
     for name, value in request.headers.get_all():
@@ -92,7 +117,7 @@ def upstream_headers(request: httputil.HTTPServerRequest, app: App, *,
     if cookie:
         out["Cookie"] = cookie
     out["X-Forwarded-Proto"] = grants.apps_origin_parts()[0]
-    out[SECRET_HEADER] = app.secret
+    out[AUTH_HEADER] = signature(app.secret, method=method, target=target, host=out.get("Host", ""))
     return out
 
 
@@ -225,6 +250,7 @@ class _Relay(httputil.HTTPMessageDelegate):
         for name, value in headers.get_all():
             if name.lower() not in drop:
                 handler.add_header(name, value)
+        handler.add_header("Content-Security-Policy", FRAME_POLICY)
         self.started = True
         # Headers go out now: an event stream's client opens before its first event.
         await self._flush()
@@ -243,42 +269,77 @@ class _Relay(httputil.HTTPMessageDelegate):
             self.upstream.close()  # the browser left: stop reading the app
 
 
+@web.stream_request_body
 class ProxyHandler(GatewayHandler):
+    """Everything but the grant and WebSockets. prepare() authorizes and dials the app before tornado
+    reads a byte of the body: a refused request's body is never read (its connection is closed after
+    the answer, and tornado's limit for it is PREAUTH_BODY_BYTES); an authorized one's goes to the
+    app chunk by chunk, each waiting for the app to take the last."""
+
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
     def initialize(self, store: AppStore) -> None:
         super().initialize(store)
         self.upstream: HTTP1Connection | None = None
+        self.upstream_broken = False
         self.client_gone = False
 
-    async def proxy(self) -> None:
+    async def prepare(self) -> None:
         app = await self.authorize()
         if app is None:
             return
         assert app.port is not None
-        headers = upstream_headers(self.request, app)
+        method, target = self.request.method or "GET", self.request.uri or "/"
+        headers = upstream_headers(self.request, app, method=method, target=target)
         headers["Connection"] = "close"  # one request per connection: the runner checks each one's first
-        body = self.request.body or b""
-        if body or self.request.method in ("POST", "PUT", "PATCH"):
-            headers["Content-Length"] = str(len(body))
+        length = self.request.headers.get("Content-Length")
+        if length is not None:
+            if not length.strip().isdigit():
+                self.page(400, "Bad request", "Its Content-Length is not a number.")
+                return
+            headers["Content-Length"] = length.strip()
+        elif self.request.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            # Passed on chunked: tornado's client chunks only these methods' bodies of no length.
+            if method not in ("POST", "PUT", "PATCH"):
+                self.page(411, "Length required", "Send this request with a Content-Length.")
+                return
+        elif method in ("POST", "PUT", "PATCH"):
+            headers["Content-Length"] = "0"
         try:
             stream = await TCPClient().connect(app.host, app.port, timeout=CONNECT_TIMEOUT)
         except (OSError, iostream.StreamClosedError, TimeoutError) as error:
             log.warning("app %s: cannot reach %s:%s: %s", app.uuid, app.host, app.port, error)
             self.page(502, "The app does not answer", "Its node could not be reached; try again shortly.")
             return
-        self.upstream = upstream = HTTP1Connection(stream, True, HTTP1ConnectionParameters(
+        if self.client_gone:
+            stream.close()
+            return
+        self.upstream = HTTP1Connection(stream, True, HTTP1ConnectionParameters(
             no_keep_alive=True, decompress=False, max_header_size=256 * 1024, max_body_size=1 << 42))
+        try:
+            await self.upstream.write_headers(httputil.RequestStartLine(method, target, "HTTP/1.1"), headers)
+        except iostream.StreamClosedError:
+            self.upstream_broken = True
+        self.request.connection.set_max_body_size(MAX_BODY_BYTES)  # type: ignore[union-attr]
+
+    async def data_received(self, chunk: bytes) -> None:
+        if self.upstream is None or self.upstream_broken:
+            return  # the app stopped reading: the rest of the body goes nowhere
+        try:
+            await self.upstream.write(chunk)
+        except (iostream.StreamClosedError, httputil.HTTPOutputError):
+            self.upstream_broken = True
+
+    async def proxy(self) -> None:
+        upstream = self.upstream
+        assert upstream is not None and self.app_row is not None
+        app = self.app_row
         relay = _Relay(self, upstream)
         try:
-            await upstream.write_headers(
-                httputil.RequestStartLine(self.request.method or "GET", self.request.uri or "/", "HTTP/1.1"),
-                headers)
-            if body:
-                await upstream.write(body)
-            upstream.finish()
+            if not self.upstream_broken:
+                upstream.finish()
             await upstream.read_response(relay)
-        except iostream.StreamClosedError:
+        except (iostream.StreamClosedError, httputil.HTTPOutputError):
             pass
         finally:
             upstream.close()
@@ -316,9 +377,11 @@ class WebSocketProxyHandler(GatewayHandler, websocket.WebSocketHandler):
         app = await self.authorize(websocket=True)
         if app is None:
             return
-        scheme_host = f"ws://{app.host}:{app.port}"
-        request = HTTPRequest(scheme_host + (self.request.uri or "/"),
-                              headers=upstream_headers(self.request, app, websocket=True),
+        url = f"ws://{app.host}:{app.port}" + (self.request.uri or "/")
+        parts = urlsplit(url)  # the request target tornado's client sends, which the runner checks
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        request = HTTPRequest(url, headers=upstream_headers(self.request, app, method="GET", target=target,
+                                                            websocket=True),
                               connect_timeout=CONNECT_TIMEOUT, request_timeout=CONNECT_TIMEOUT * 3,
                               follow_redirects=False)
         offered = [p.strip() for p in self.request.headers.get("Sec-WebSocket-Protocol", "").split(",")
