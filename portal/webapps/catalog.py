@@ -38,7 +38,8 @@ BUILTIN: tuple[dict[str, Any], ...] = (
     {
         "slug": "vscode", "name": "VS Code",
         "description": "VS Code in the browser (code-server) on your home directory, with its terminal.",
-        # No password of its own (--auth none): only the gateway, with the app's secret, gets through.
+        # No password of its own (--auth none): only the gateway, signing with the app's secret,
+        # gets through.
         "command": ('exec {{ tools.code_server }} --auth none --disable-telemetry --disable-update-check '
                     '--disable-workspace-trust --ignore-last-opened --bind-addr "127.0.0.1:$PORT" '
                     '{{ params.folder or "." }}'),

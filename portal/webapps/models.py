@@ -2,7 +2,7 @@
 
 An app is a small Slurm job of its owner that runs the app type's command under the in-job runner
 (templates/apps/runner.py): the app listens inside the job's own network namespace, and the runner
-lets through only connections that present the app's secret, which only the apps gateway holds.
+lets through only requests signed with the app's secret, which only the apps gateway holds.
 The gateway serves it on the apps origin (settings.APPS_ORIGIN), at `<uuid>.<apps host>`.
 """
 

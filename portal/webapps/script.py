@@ -1,10 +1,11 @@
 """The batch script of an app's job: written by the portal, every value shell-quoted.
 
 The app's own command runs under the in-job runner (templates/apps/runner.py): in a network
-namespace of its own, reached only through the runner's port by whoever presents the app's secret,
-and the runner reports "ready" with the app's report token once the app answers. What the job needs
-(the secret's SHA-256, the token, the portal's address) comes in sbatch's environment, never in the
-script or on a command line.
+namespace of its own, reached only through the runner's port by requests the gateway signed with the
+app's secret (the job holds its SHA-256, the key the signatures are checked with), and the runner
+reports "ready" with the app's report token once the app answers. What the job needs (the secret's
+SHA-256, the token, the portal's address) comes in sbatch's environment, never in the script or on
+a command line.
 """
 
 import hashlib
@@ -60,8 +61,9 @@ def _activation(environment: Environment | None) -> str:
 
 
 def app_job_environment(*, app: App) -> dict[str, str]:
-    """sbatch's environment for the job: what the runner checks the gateway's secret against (its
-    hash only), and how it reports "ready" (a token for this app alone, the portal's address)."""
+    """sbatch's environment for the job: the key the runner checks the gateway's signatures with
+    (the secret's hash, never the secret), and how it reports "ready" (a token for this app alone,
+    the portal's address)."""
     return {"GPUPORTAL_APP_SECRET_SHA256": hashlib.sha256(app.secret.encode()).hexdigest(),
             "GPUPORTAL_REPORT_TOKEN": report_token("app", app.pk),
             "GPUPORTAL_URL": settings.PORTAL_URL_FOR_JOBS.rstrip("/"),
