@@ -633,7 +633,7 @@ def test_unauthenticated_uploads_leave_the_gateways_memory_alone(settings, tmp_p
     its body is read, and the process stays under 200 MiB resident."""
     port = free_port()
     database = settings.DATABASES["default"]
-    app = make_app({"app_port": free_port(), "upstream": Upstream()})
+    app = make_app({"app_port": free_port(), "upstream": Upstream()})  # no app behind it: none is reached
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test",
            "APPS_ORIGIN": f"http://apps.localhost:{port}",
            "DATABASE_URL": f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
