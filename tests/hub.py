@@ -252,7 +252,7 @@ def spawn_in_background(monkeypatch):
     """The hub call in a thread, as a Celery worker would run it (tests run tasks eagerly, inside the
     request): the start's answer does not wait for the hub. Returns the threads, to join."""
     from portal.servers import tasks
-    from portal.servers.services import server_spawn
+    from portal.servers.services.start import server_spawn
 
     yield from _in_threads(monkeypatch, tasks.server_spawn, "delay",
                            lambda server_id: server_spawn(server_id=server_id))

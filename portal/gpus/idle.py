@@ -195,7 +195,7 @@ def _follow_one(*, owner: dict[str, Any], started: datetime, gpus: int, rules: I
 def _reclaim(work: Any, kind: str, figures: dict[str, Any], slurm: Slurm | None,
              hub: JupyterHub | None) -> bool:
     from portal.jobs.services.submission import job_cancel
-    from portal.servers.services import server_stop
+    from portal.servers.services.stop import server_stop
 
     try:
         if kind == "session":

@@ -36,14 +36,14 @@ from portal.projects.services import projects_usage_refresh
 from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
 from portal.servers.orphans import servers_orphans_cancel, servers_stop_retry
-from portal.servers.services import (
+from portal.servers.services.hub_sync import servers_hub_sync
+from portal.servers.services.slurm_sync import (
     servers_apply_accounting,
     servers_apply_queue,
-    servers_hub_sync,
     servers_queue_publish,
-    servers_queue_timeout,
-    servers_spawn_retry,
 )
+from portal.servers.services.start import servers_spawn_retry
+from portal.servers.services.stop import servers_queue_timeout
 from portal.sweeps.services import sweeps_follow
 from portal.waits.services import waits_refresh
 from portal.webapps.services import APPS_WORK, apps_follow

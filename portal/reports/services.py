@@ -26,13 +26,8 @@ from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting
 from portal.servers.hub import HubError
 from portal.servers.models import NotebookServer
-from portal.servers.services import (
-    REPORTED_END_REASONS,
-    server_end_refine,
-    server_hub_look_dispatch,
-    server_job_id_from_hub,
-    server_queued_note,
-)
+from portal.servers.services.hub_sync import server_hub_look_dispatch, server_job_id_from_hub
+from portal.servers.services.slurm_sync import REPORTED_END_REASONS, server_end_refine, server_queued_note
 from portal.webapps.services import app_answered
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError

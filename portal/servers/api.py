@@ -8,7 +8,8 @@ from portal.core.errors import NotFound
 from portal.core.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, request_digest
 from portal.servers.selectors import server_card, server_cards, server_get
 from portal.servers.serializers import SessionCreateSerializer, SessionSerializer
-from portal.servers.services import server_start, server_stop
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 
 _ERRORS = {
     400: OpenApiResponse(description="Invalid options or over a limit (`fields` names each)"),

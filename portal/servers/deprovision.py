@@ -13,7 +13,7 @@ from django.utils import timezone
 from portal.cluster.models import SlurmJob
 from portal.servers.hub import HubError, JupyterHub
 from portal.servers.models import NotebookServer
-from portal.servers.services import JOB_NAME_PREFIX
+from portal.servers.services.slurm_sync import JOB_NAME_PREFIX
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected
 from slurm.states import is_live

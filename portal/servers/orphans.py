@@ -19,7 +19,8 @@ from django.db.models import Q
 from portal.core.errors import PortalError
 from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
-from portal.servers.services import JOB_NAME_PREFIX, server_stop
+from portal.servers.services.slurm_sync import JOB_NAME_PREFIX
+from portal.servers.services.stop import server_stop
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import QueuedJob

@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from portal.accounts.models import User
 from portal.accounts.oauth import oauth_tokens_revoke
 from portal.accounts.services import user_deprovisioned
-from portal.servers.services import hub_access_end
+from portal.servers.services.stop import hub_access_end
 from portal.servers.tasks import hub_tokens_revoke
 
 logger = logging.getLogger(__name__)

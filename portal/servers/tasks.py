@@ -1,8 +1,8 @@
 from celery import shared_task
 
 from portal.servers.hub import HubError, JupyterHub
-from portal.servers.services import server_hub_look as server_hub_look_service
-from portal.servers.services import server_spawn as server_spawn_service
+from portal.servers.services.hub_sync import server_hub_look as server_hub_look_service
+from portal.servers.services.start import server_spawn as server_spawn_service
 
 
 @shared_task(ignore_result=True)

@@ -21,7 +21,8 @@ from portal.servers.selectors import (
     server_start_last,
     sessions_freshness,
 )
-from portal.servers.services import server_connect, server_start, server_stop
+from portal.servers.services.start import server_connect, server_start
+from portal.servers.services.stop import server_stop
 from portal.servers.timing import SESSION_CSV_COLUMNS, session_csv_row
 
 # Cards in these states change by themselves: the page asks for fresh ones every few seconds.

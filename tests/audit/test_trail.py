@@ -178,7 +178,7 @@ def _session_stopped_at_hub(w: World) -> None:
     """Its user stopped it at the hub (the spawner cancels its job); the poll cycle learns it from
     Slurm's accounting: nobody stopped it through the portal, and it was not idle."""
     from portal.audit.receivers import task_context_enter, task_context_exit
-    from portal.servers.services import servers_apply_accounting
+    from portal.servers.services.slurm_sync import servers_apply_accounting
 
     server = NotebookServerFactory(user=w.alice, name="at-hub", job_id="7272", last_activity=timezone.now())
     _events_before.update(e["id"] for e in _events())
@@ -393,9 +393,9 @@ def test_the_activity_api_pages_and_refuses_a_foreign_cursor(world):
 
 def test_a_session_the_idle_culler_stopped_reads_culler_and_the_cycle_goes_on_as_itself(world, settings):
     """The poll cycle learns from Slurm's accounting that a session was cancelled after its idle
-    time: the culler's doing (portal.servers.services.servers_apply_accounting)."""
+    time: the culler's doing (portal.servers.services.slurm_sync.servers_apply_accounting)."""
     from portal.audit.receivers import task_context_enter, task_context_exit
-    from portal.servers.services import servers_apply_accounting
+    from portal.servers.services.slurm_sync import servers_apply_accounting
 
     idle_since = timezone.now() - timedelta(seconds=settings.SERVERS_IDLE_TIMEOUT_SECONDS + 60)
     server = NotebookServerFactory(user=world.alice, name="idle", job_id="6161", last_activity=idle_since)

@@ -19,7 +19,7 @@ from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
 from portal.projects.models import Project
 from portal.servers.hub import HubServer, JupyterHub
-from portal.servers.services import servers_hub_sync
+from portal.servers.services.hub_sync import servers_hub_sync
 from tests.cli.conftest import Cli
 from tests.conftest import ROOT
 from tests.factories import AppFactory, JobFactory

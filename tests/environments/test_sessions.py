@@ -6,7 +6,7 @@ import pytest
 from portal.environments.models import Environment
 from portal.servers.hub import HubServer, JupyterHub
 from portal.servers.models import NotebookServer
-from portal.servers.services import servers_sync
+from portal.servers.services.hub_sync import servers_sync
 from tests.environments.conftest import environment
 from tests.servers.test_api import FakeHub
 
@@ -29,6 +29,7 @@ def test_the_environment_reaches_the_hub_and_the_record(token_client, hub):
     [options] = hub.started
     assert options.pop("report_token")  # the session's own (tests/reports)
     assert options.pop("tracking_token")  # its MLflow token (portal.tracking)
+    assert options.pop("comment").startswith("gpuportal-session:")  # its key in Slurm (#32)
     assert options == {"partition": "gpu", "gpus": 1, "hours": 8.0, "nodes": 1,
                        "environment": "pytorch", "environment_kernel": "pytorch",
                        "environment_path": "/opt/gpuportal/envs/pytorch"}

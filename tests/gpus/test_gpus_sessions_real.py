@@ -13,7 +13,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start, server_stop
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 from tests.factories import UserFactory
 from tests.hub import job_gpu_indexes
 from tests.servers.test_servers_real import ready_server

@@ -22,7 +22,8 @@ from portal.gpus.idle import idle_gpus_follow, idle_keep
 from portal.gpus.models import IdleEvent, IdleWatch
 from portal.jobs.models import TERMINAL_STATES, JobState
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start, server_stop
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 from tests.factories import UserFactory
 from tests.hub import job_gpu_indexes, wait_for
 from tests.jobs.conftest import poll_until

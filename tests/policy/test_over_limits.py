@@ -57,6 +57,7 @@ def test_within_the_limits_all_three_agree_on_the_size(cluster_policy, token_cli
     [sent] = hub.started
     assert sent.pop("report_token")  # the session's own (tests/reports); the spawner keeps it apart
     assert sent.pop("tracking_token")  # and its MLflow token (portal.tracking), kept apart as well
+    assert sent.pop("comment").startswith("gpuportal-session:")  # its key: its job's comment, apart too
     assert [sent] == [spawner.user_options] == [
         {"partition": "gpu", "gpus": 1, "hours": 2.0, "nodes": 1, "profile": "one-gpu"}]
     assert (options.cpus, options.mem_gb) == (8, 48)

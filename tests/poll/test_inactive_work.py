@@ -13,7 +13,7 @@ from portal.jobs.models import Job, JobState
 from portal.poll.cycle import queue_follow
 from portal.poll.deprovisioned import inactive_work_end
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_spawn, servers_spawn_retry
+from portal.servers.services.start import server_spawn, servers_spawn_retry
 from portal.webapps.models import App, AppState
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import AccountedJob, Parsed, QueuedJob

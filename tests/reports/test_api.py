@@ -387,7 +387,7 @@ def hub(monkeypatch):
 def test_a_session_that_ended_before_the_portal_knew_its_job_gets_the_id_from_the_hub(
         slurm, hub, user, django_capture_on_commit_callbacks):
     from portal.servers.hub import HubServer
-    from portal.servers.services import servers_sync
+    from portal.servers.services.hub_sync import servers_sync
 
     server = NotebookServerFactory(user=user, name="quick", job_id="")
     listed = HubServer(name="quick", ready=False, pending="spawn", url="/user/alice/quick/",

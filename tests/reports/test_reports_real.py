@@ -24,7 +24,7 @@ from portal.celery_app import app
 from portal.cluster.models import PollStatus
 from portal.jobs.models import IN_SLURM_STATES, TERMINAL_STATES, Job, JobState
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start
+from portal.servers.services.start import server_start
 from slurm.errors import SlurmError
 from tests.conftest import ROOT
 from tests.factories import UserFactory

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from portal.accounts.services import api_token_create
 from portal.jobs.models import Job, JobState
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start
+from portal.servers.services.start import server_start
 from tests.conftest import ROOT
 from tests.factories import UserFactory
 from tests.hub import STATE_DIR, portal_login

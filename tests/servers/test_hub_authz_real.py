@@ -10,7 +10,7 @@ import requests
 from portal.accounts.models import User
 from portal.accounts.services import deprovision_reason, user_deprovision
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start
+from portal.servers.services.start import server_start
 from tests.factories import UserFactory
 from tests.hub import portal_login
 from tests.servers.test_servers_real import ready_server

@@ -12,7 +12,8 @@ import pytest
 import requests
 
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start, server_stop
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
 from tests.hub import STATE_DIR, Hub, job_env, wait_for

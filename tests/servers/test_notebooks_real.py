@@ -17,7 +17,7 @@ import websocket
 
 from portal.accounts.services import api_token_create
 from portal.jobs.models import Job
-from portal.servers.services import server_start
+from portal.servers.services.start import server_start
 from slurm.adapter import Slurm
 from tests.environments.conftest import REAL_ROOT
 from tests.environments.conftest import environment as registered

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from portal.servers.models import NotebookServer
 from portal.servers.orphans import servers_orphans_cancel
-from portal.servers.services import servers_apply_queue
+from portal.servers.services.slurm_sync import servers_apply_queue
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import QueuedJob
 from tests.factories import UserFactory

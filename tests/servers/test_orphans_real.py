@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from portal.poll.cycle import poll_cycle
 from portal.servers.models import NotebookServer
-from portal.servers.services import JOB_NAME_PREFIX
+from portal.servers.services.slurm_sync import JOB_NAME_PREFIX
 from slurm.errors import SlurmError
 from tests.factories import UserFactory
 from tests.servers.factories import NotebookServerFactory

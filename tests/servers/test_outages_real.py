@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from portal.cluster.models import PollStatus
-from portal.servers.services import server_start
+from portal.servers.services.start import server_start
 from tests.conftest import ROOT
 from tests.factories import UserFactory
 from tests.hub import STATE_DIR, portal_login, wait_for

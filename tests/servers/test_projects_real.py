@@ -8,7 +8,8 @@ import pytest
 
 from portal.projects.models import Project
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start, server_stop
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 from tests.factories import UserFactory
 from tests.hub import wait_for
 from tests.slurm_waits import SLURM_PATIENCE, wait_until_gone

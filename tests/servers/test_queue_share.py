@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from portal.servers.services import servers_queue_publish
+from portal.servers.services.slurm_sync import servers_queue_publish
 from slurm.parsing import QueuedJob
 from spawners.queue_poller import QueuePoller
 from tests.spawners.test_poller import StubSlurm, run

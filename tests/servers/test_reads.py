@@ -192,7 +192,7 @@ def test_a_cycle_with_the_hub_down_changes_no_session_and_says_so(user, hub):
 
 def test_a_server_accepted_after_the_hub_was_asked_is_not_ended(user):
     """The spawn task's answer came in while the cycle's listing was on its way: not the hub's to judge."""
-    from portal.servers.services import servers_sync
+    from portal.servers.services.hub_sync import servers_sync
 
     asked = timezone.now()
     server = NotebookServerFactory(user=user, name="fresh", hub_accepted_at=asked + timedelta(seconds=1))
@@ -205,7 +205,7 @@ def test_a_server_accepted_after_the_hub_was_asked_is_not_ended(user):
 
 
 def test_a_server_stopped_while_the_hub_was_asked_is_not_adopted_again(user):
-    from portal.servers.services import servers_sync
+    from portal.servers.services.hub_sync import servers_sync
 
     asked = timezone.now()
     stopped = NotebookServerFactory(user=user, name="gone", ended_at=asked + timedelta(seconds=1),

@@ -11,7 +11,8 @@ from rest_framework.test import APIClient
 from portal.core.report_tokens import report_token
 from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import Job
-from portal.servers.services import server_start, server_stop
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
 from tests.hub import STATE_DIR

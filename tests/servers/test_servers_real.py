@@ -14,7 +14,9 @@ from portal.policy.services import policy_publish
 from portal.poll.cycle import poll_cycle
 from portal.servers.models import NotebookServer
 from portal.servers.selectors import server_cards
-from portal.servers.services import server_start, server_stop, servers_hub_sync
+from portal.servers.services.hub_sync import servers_hub_sync
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 from tests.cluster.shape import gpu_nodes
 from tests.factories import UserFactory
 from tests.hub import (

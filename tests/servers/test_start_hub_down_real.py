@@ -8,7 +8,7 @@ import pytest
 
 from portal.cluster.models import PollStatus
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start
+from portal.servers.services.start import server_start
 from tests.factories import UserFactory
 from tests.hub import portal_login
 from tests.poll_helpers import slurm_poll

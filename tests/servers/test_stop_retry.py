@@ -10,7 +10,7 @@ from django.utils import timezone
 from portal.core.errors import Unavailable
 from portal.servers.models import NotebookServer
 from portal.servers.orphans import STOP_RETRY_AFTER, servers_stop_retry
-from portal.servers.services import server_stop
+from portal.servers.services.stop import server_stop
 from slurm.errors import SlurmUnreachable
 from tests.factories import UserFactory
 from tests.servers.factories import NotebookServerFactory

@@ -12,7 +12,8 @@ from portal.jobs.models import JobState
 from portal.poll.timing import latency_by_day, percentile
 from portal.servers.hub import HubServer
 from portal.servers.models import NotebookServer
-from portal.servers.services import servers_apply_queue, servers_sync
+from portal.servers.services.hub_sync import servers_sync
+from portal.servers.services.slurm_sync import servers_apply_queue
 from tests.factories import JobFactory, UserFactory
 from tests.jobs.test_sync import _queued, jobs_sync
 from tests.servers.factories import NotebookServerFactory

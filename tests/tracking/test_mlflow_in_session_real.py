@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from portal.servers.models import NotebookServer
-from portal.servers.services import server_start, server_stop
+from portal.servers.services.start import server_start
+from portal.servers.services.stop import server_stop
 from portal.tracking.models import Run
 from tests.environments.conftest import REAL_ROOT, needs_real_envs
 from tests.environments.conftest import environment as registered
