@@ -553,8 +553,10 @@ def parse_sacct_gpu_usage(output: str, delimiter: str) -> Parsed[StepGpuUsage]:
 
 
 # --- Efficiency (seff's figures): every row of each job, its allocation and its steps, in one sacct ---
+# TRESUsageInAve: Slurm's own gres/gpuutil per step where it records one (>= 23.02), to check the
+# GPU figures a job's sampler reported against.
 EFFICIENCY_FIELDS = ["JobID", "State", "AllocCPUS", "TotalCPU", "ElapsedRaw", "TimelimitRaw", "MaxRSS",
-                     "ReqMem", "AllocTRES", "NNodes"]
+                     "ReqMem", "AllocTRES", "NNodes", "TRESUsageInAve"]
 _CPU_TIME = re.compile(r"(?:(?P<days>\d+)-)?(?:(?P<hours>\d+):)?(?P<minutes>\d+):(?P<seconds>\d+(?:\.\d+)?)",
                        re.ASCII)
 _SIZE = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)", re.ASCII)
@@ -580,6 +582,8 @@ class JobEfficiency:
     mem_requested_mb: float | None  # the whole job's
     gpus: int
     nodes: int
+    # Slurm's gres/gpuutil over the job's steps, weighted by their time (%); None where it has none.
+    gpu_util_percent: float | None = None
     # False for a moment after a short job's end, while slurmdbd has its end but not yet its start
     # record (sacct: the final state, but TimelimitRaw empty and ReqMem '16?'): ask again.
     settled: bool = True
@@ -599,6 +603,7 @@ class _EfficiencyRow:
     tres: str
     nodes: int
     settled: bool
+    gpu_util: float | None = None
 
 
 def parse_cpu_time(text: str) -> float | None:
@@ -630,7 +635,7 @@ def _time_limit_seconds(text: str) -> int | None:
 
 
 def _efficiency_row(values: list[str]) -> _EfficiencyRow:
-    job_id, state, cpus, total_cpu, elapsed, time_limit, max_rss, req_mem, tres, nodes = values
+    job_id, state, cpus, total_cpu, elapsed, time_limit, max_rss, req_mem, tres, nodes, usage = values
     job, _, step = job_id.partition(".")
     if not job:
         raise ValueError("no job id")
@@ -639,6 +644,7 @@ def _efficiency_row(values: list[str]) -> _EfficiencyRow:
         elapsed_seconds=_count(elapsed), time_limit_seconds=_time_limit_seconds(time_limit),
         max_rss_mb=parse_size_mb(max_rss), req_mem=req_mem, tres=tres, nodes=_count(nodes) if nodes else 1,
         settled=bool(time_limit) and _REQ_MEM.fullmatch(req_mem) is not None,
+        gpu_util=parse_gpu_tres(usage).util,
     )
 
 
@@ -657,6 +663,9 @@ def requested_mb(req_mem: str, *, cpus: int, nodes: int, tres: str) -> float | N
 
 def _job_efficiency(allocation: _EfficiencyRow, rows: list[_EfficiencyRow]) -> JobEfficiency:
     peaks = [row.max_rss_mb for row in rows if row.max_rss_mb is not None]
+    used = [(row.gpu_util, row.elapsed_seconds) for row in rows
+            if row.step and row.gpu_util is not None and row.elapsed_seconds > 0]
+    seconds = sum(elapsed for _, elapsed in used)
     return JobEfficiency(
         job_id=allocation.job_id, state=allocation.state, cpus=allocation.cpus,
         cpu_seconds=allocation.cpu_seconds, elapsed_seconds=allocation.elapsed_seconds,
@@ -664,6 +673,7 @@ def _job_efficiency(allocation: _EfficiencyRow, rows: list[_EfficiencyRow]) -> J
         mem_requested_mb=requested_mb(allocation.req_mem, cpus=allocation.cpus, nodes=allocation.nodes,
                                       tres=allocation.tres),
         gpus=parse_tres_gpus(allocation.tres), nodes=allocation.nodes, settled=allocation.settled,
+        gpu_util_percent=sum(util * elapsed for util, elapsed in used) / seconds if seconds else None,
     )
 
 

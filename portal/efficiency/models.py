@@ -35,6 +35,9 @@ class Efficiency(models.Model):
     cpu_seconds = models.FloatField(null=True, blank=True, help_text="TotalCPU, every step")
     mem_peak_mb = models.FloatField(null=True, blank=True, help_text="The largest MaxRSS of its steps")
     gpu_util_percent = models.FloatField(null=True, blank=True, help_text="Mean of every GPU sample")
+    gpu_util_slurm_percent = models.FloatField(
+        null=True, blank=True,
+        help_text="Slurm's own gres/gpuutil (Slurm >= 23.02): the check on the samples")
     gpus_busy = models.PositiveIntegerField(null=True, blank=True,
                                             help_text="GPUs whose mean use reached the busy line")
     gpu_mem_peak_mib = models.FloatField(null=True, blank=True)

@@ -20,6 +20,7 @@ from portal.efficiency.models import Efficiency
 from portal.efficiency.tasks import efficiency_mails
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import TERMINAL_STATES, Job, JobState
+from portal.notifications.tasks import admin_notice
 from portal.servers.models import NotebookServer
 from slurm import states
 from slurm.adapter import Slurm
@@ -64,6 +65,7 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
         # ignore_conflicts: a record another cycle wrote meanwhile (a job's or session's one-to-one) stays.
         Efficiency.objects.bulk_create(records, ignore_conflicts=True)
         _mails_dispatch([record.job for record in records if record.job is not None])
+        _contradicted_notify(records)
     return len(records)
 
 
@@ -74,7 +76,7 @@ def _due(now: datetime) -> tuple[list[Job], list[NotebookServer]]:
                 .exclude(slurm_job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
     sessions = list(NotebookServer.objects.filter(ended_at__gte=since, started_at__isnull=False,
                                                   efficiency__isnull=True)
-                    .exclude(job_id="").order_by("ended_at", "pk")[:limit])
+                    .exclude(job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
     # The oldest `limit` of both together.
     oldest = sorted([*jobs, *sessions], key=lambda work: work.ended_at)[:limit]
     return ([work for work in oldest if isinstance(work, Job)],
@@ -112,7 +114,8 @@ def _record(slurm: JobEfficiency | None, gpu: _Gpu, now: datetime, **fields: Any
         fields |= {"state": states.base_state(slurm.state), "nodes": slurm.nodes, "cpus": slurm.cpus,
                    "mem_requested_mb": slurm.mem_requested_mb, "gpus": slurm.gpus,
                    "time_limit_seconds": slurm.time_limit_seconds, "elapsed_seconds": slurm.elapsed_seconds,
-                   "cpu_seconds": slurm.cpu_seconds, "mem_peak_mb": slurm.mem_peak_mb}
+                   "cpu_seconds": slurm.cpu_seconds, "mem_peak_mb": slurm.mem_peak_mb,
+                   "gpu_util_slurm_percent": slurm.gpu_util_percent}
     return Efficiency(**fields, gpu_util_percent=gpu.util_percent, gpus_busy=gpu.busy,
                       gpu_mem_peak_mib=gpu.mem_peak_mib, gpu_mem_total_mib=gpu.mem_total_mib, recorded_at=now)
 
@@ -154,3 +157,36 @@ def _mails_dispatch(jobs: list[Job]) -> None:
             logger.warning("could not queue the efficiency mails of jobs %s: %s", wanted, error)
 
     transaction.on_commit(enqueue)
+
+
+def _contradicted_notify(records: list[Efficiency]) -> None:
+    """GPU use a job's or session's own sampler reported (with its report token: the user's code
+    could send anything) that Slurm's own record contradicts by more than EFFICIENCY_GPU_CHECK_POINTS:
+    one notice to the admins, with each of them, once written. Where Slurm records no gres/gpuutil
+    (before 23.02) there is nothing to check against."""
+    limit = settings.EFFICIENCY_GPU_CHECK_POINTS
+    lines = [f"{_work_named(record)}: reported {record.gpu_util_percent:.0f} %, "
+             f"Slurm {record.gpu_util_slurm_percent:.0f} %" for record in records
+             if record.gpu_util_percent is not None and record.gpu_util_slurm_percent is not None
+             and abs(record.gpu_util_percent - record.gpu_util_slurm_percent) > limit]
+    if not lines:
+        return
+    subject = "GPU use reported by jobs that Slurm contradicts"
+    message = (f"The mean GPU use these jobs and sessions reported through their samplers differs from "
+               f"Slurm's own record (gres/gpuutil) by more than {limit:g} points. Their idle-GPU "
+               f"judgement and figures rest on what they reported.\n\n" + "\n".join(lines))
+
+    def enqueue() -> None:
+        try:
+            admin_notice.delay(subject, message)
+        except Exception as error:  # a broker outage loses the notice, never the records
+            logger.warning("could not queue the notice of contradicted GPU figures: %s", error)
+
+    transaction.on_commit(enqueue)
+
+
+def _work_named(record: Efficiency) -> str:
+    if record.job is not None:
+        return f"job {record.job.pk} (Slurm job {record.job.slurm_job_id}) of {record.job.user.username}"
+    session = record.session
+    return f"session {session.name} (Slurm job {session.job_id}) of {session.user.username}"

@@ -486,6 +486,8 @@ GPU_REPORT_GRACE_MINUTES = env.int("GPU_REPORT_GRACE_MINUTES", default=10)  # la
 EFFICIENCY_LOOKBACK_HOURS = env.float("EFFICIENCY_LOOKBACK_HOURS", default=48.0)  # work ended before: none
 EFFICIENCY_PER_CYCLE = env.int("EFFICIENCY_PER_CYCLE", default=2000)  # records per cycle, the oldest first
 EFFICIENCY_GPU_BUSY_PERCENT = env.float("EFFICIENCY_GPU_BUSY_PERCENT", default=10.0)  # a GPU's mean: busy
+# A job's reported mean GPU use this many points away from Slurm's own gres/gpuutil: admins are told.
+EFFICIENCY_GPU_CHECK_POINTS = env.float("EFFICIENCY_GPU_CHECK_POINTS", default=25.0)
 
 # --- Efficiency advice (portal.efficiency.advice): what an ended job or session should ask for next ---
 # CPU advice when the cores were busy less than this share (%) of the run, on average.

@@ -167,6 +167,31 @@ def test_the_figures_are_mailed_after_commit_to_who_asked_for_the_end_mail(
         assert line in mail.body
 
 
+def test_reported_gpu_use_that_slurm_contradicts_is_told_to_the_admins(
+        mailoutbox, django_capture_on_commit_callbacks, settings):
+    """#33: a job's sampler reports its own GPU use (user code could send util 100 every minute);
+    where Slurm records gres/gpuutil (23.02+), a record keeps it and a gap over the setting is a
+    notice to the admins. Without Slurm's figure nothing is checked."""
+    settings.EFFICIENCY_GPU_CHECK_POINTS = 25
+    UserFactory(username="ada", is_staff=True, email="ada@gpuportal.test")
+    liar = ended_job(name="liar", gpus_per_node=1)
+    honest = ended_job(name="honest", gpus_per_node=1)
+    unknown = ended_job(name="unknown", gpus_per_node=1)
+    for job in (liar, honest, unknown):
+        gpu_samples({"job": job}, [100.0])
+    slurm = FakeSlurm({liar.slurm_job_id: figures(liar.slurm_job_id, gpu_util_percent=3.0),
+                       honest.slurm_job_id: figures(honest.slurm_job_id, gpu_util_percent=90.0),
+                       unknown.slurm_job_id: figures(unknown.slurm_job_id)})
+    with django_capture_on_commit_callbacks(execute=True):
+        assert efficiency_record(slurm=slurm, now=NOW) == 3
+    assert Efficiency.objects.get(job=liar).gpu_util_slurm_percent == 3.0
+    assert Efficiency.objects.get(job=unknown).gpu_util_slurm_percent is None
+    (notice,) = [mail for mail in mailoutbox if mail.to == ["ada@gpuportal.test"]]
+    assert notice.subject == "[gpuportal] GPU use reported by jobs that Slurm contradicts"
+    assert f"Slurm job {liar.slurm_job_id}) of alice: reported 100 %, Slurm 3 %" in notice.body
+    assert honest.slurm_job_id not in notice.body and unknown.slurm_job_id not in notice.body
+
+
 def test_the_day_sums_follow_the_records_inserted_and_deleted(monkeypatch):
     user = UserFactory()
     first, second = ended_job(user=user), ended_job(user=user, minutes_ago=2)

@@ -14,6 +14,9 @@ from slurm.parsing import (
 
 
 def _rows(delimiter, records):
+    """A record without its last fields has them empty (TRESUsageInAve: the bed's Slurm 22.05 records
+    no gres/gpuutil)."""
+    records = [[*record, *[""] * (len(EFFICIENCY_FIELDS) - len(record))] for record in records]
     return "".join("".join(f"{value}{delimiter}" for value in record) + "\n" for record in records)
 
 
@@ -132,4 +135,16 @@ def test_array_tasks_are_jobs_of_their_own():
 
 def test_the_field_list_is_fixed():
     assert EFFICIENCY_FIELDS == ["JobID", "State", "AllocCPUS", "TotalCPU", "ElapsedRaw", "TimelimitRaw",
-                                 "MaxRSS", "ReqMem", "AllocTRES", "NNodes"]
+                                 "MaxRSS", "ReqMem", "AllocTRES", "NNodes", "TRESUsageInAve"]
+
+
+def test_slurms_own_gpu_use_is_its_steps_weighted_by_their_time():
+    """Slurm >= 23.02 records gres/gpuutil per step: the portal checks the sampler's figures with it."""
+    (job,) = _parse([
+        GPU_JOB[0],
+        [*GPU_JOB[1][:4], "30", *GPU_JOB[1][5:], "cpu=00:00:05,gres/gpumem=2G,gres/gpuutil=90,mem=200M"],
+        ["301.0", *GPU_JOB[1][1:4], "10", *GPU_JOB[1][5:], "cpu=00:00:01,gres/gpuutil=10"],
+        [*GPU_JOB[2], "cpu=00:00:00,mem=1M"],  # a step without GPUs says nothing
+    ]).rows
+    assert job.gpu_util_percent == pytest.approx((90 * 30 + 10 * 10) / 40)
+    assert _parse(GPU_JOB).rows[0].gpu_util_percent is None  # Slurm before 23.02: unknown, never 0

@@ -4,7 +4,7 @@ that held ~210 MB, and a cancelled one), against what sacct printed for the same
 
 import pytest
 
-from slurm.parsing import JobEfficiency, new_delimiter, parse_sacct_efficiency
+from slurm.parsing import EFFICIENCY_FIELDS, JobEfficiency, new_delimiter, parse_sacct_efficiency
 from tests.slurm.test_rest import adapter, recorded
 
 # sacct --parsable2 --format <EFFICIENCY_FIELDS> for the same two jobs, on the bed, that minute.
@@ -17,7 +17,10 @@ SACCT = """263|CANCELLED|2|00:02.266|6|60||8G|billing=2,cpu=2,mem=8G,node=1|1
 
 def _from_sacct() -> dict[str, JobEfficiency]:
     delimiter = new_delimiter()
-    text = "".join(delimiter.join(line.split("|")) + delimiter + "\n" for line in SACCT.splitlines())
+    # Recorded before TRESUsageInAve was asked for: the bed's 22.05 prints it empty (no gres/gpuutil).
+    rows = [line.split("|") for line in SACCT.splitlines()]
+    text = "".join(delimiter.join([*row, *[""] * (len(EFFICIENCY_FIELDS) - len(row))]) + delimiter + "\n"
+                   for row in rows)
     return {job.job_id: job for job in parse_sacct_efficiency(text, delimiter).rows}
 
 
