@@ -11,7 +11,7 @@ from django.conf import settings
 from portal.core.slurm_work import db_now
 from portal.jobs.models import Job, JobState
 from portal.jobs.services.prepare import job_prepare
-from portal.jobs.services.submission import job_claim, job_create, job_submit_attempt
+from portal.jobs.services.submission import job_cancel, job_claim, job_create, job_submit_attempt
 from portal.poll.cycle import poll_cycle
 from slurm.adapter import Slurm
 from slurm.runner import SlurmRunner
@@ -131,6 +131,25 @@ def test_a_second_slurm_job_with_a_tracked_jobs_comment_is_cancelled_and_recorde
         wait_until_gone([planted], "the planted duplicate")
     finally:
         subprocess.run(["scancel", planted, job.slurm_job_id], check=False)
+
+
+def test_a_job_cancelled_in_the_portal_while_its_sbatch_is_in_flight_loses_its_slurm_job(
+        user, polled, slurm):
+    """Slurm took the job but the portal has not heard back (its sbatch in flight, or the answer
+    lost) when its owner cancels it: the portal records it cancelled, and the next cycle cancels the
+    Slurm job it finds with its comment and owner (#32)."""
+    job = _job(user)
+    in_flight = _plant("alice", job.slurm_comment)  # what the worker's sbatch made, unanswered yet
+    try:
+        job = job_cancel(job=job, slurm=slurm)
+        assert (job.state, job.slurm_job_id) == (JobState.CANCELLED, "")
+        report = _cycle(slurm)
+        assert report.ended_cancelled == [in_flight]
+        wait_until_gone([in_flight], "the cancelled job's Slurm job")
+        job.refresh_from_db()
+        assert job.state == JobState.CANCELLED and not _cycle(slurm).ended_cancelled
+    finally:
+        subprocess.run(["scancel", in_flight], check=False)
 
 
 def test_a_due_job_is_never_adopted_from_another_users_job_with_its_comment(user, polled, slurm):

@@ -2,7 +2,7 @@
 
 import contextlib
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -83,6 +83,9 @@ class FakeSlurm:
         self.submitted.append(comment)
         self.environments.append(environment)
         return "777"
+
+    def cancel(self, *, job_id, user):
+        self.calls.append(("scancel", job_id, user))
 
 
 def _active(state=JobState.RUNNING, **kwargs):
@@ -231,3 +234,22 @@ def test_jobs_ended_is_sent_once_with_the_jobs_this_cycle_finished(django_captur
     finally:
         jobs_ended.disconnect(receiver)
     assert received == [[done.pk]]
+
+
+def test_a_live_slurm_job_of_a_job_the_portal_ended_is_cancelled_as_its_owner():
+    """#32: cancelled in the portal while its sbatch was in flight (the portal never learned the id),
+    or a scancel that failed: the next cycle cancels the Slurm job, by the job's comment and owner.
+    Another user's job with that comment, a hostile comment, and a live job are left alone."""
+    cancelled = JobFactory(state=JobState.CANCELLED, slurm_job_id="", ended_at=NOW)
+    failed = JobFactory(state=JobState.FAILED, slurm_job_id="901", ended_at=NOW)
+    running = _active(slurm_job_id="902")
+    queue = [_queued(JobFactory.build(slurm_job_id="900", uuid=cancelled.uuid), "PENDING"),
+             _queued(failed),
+             replace(_queued(JobFactory.build(slurm_job_id="903", uuid=cancelled.uuid)), user="bob"),
+             replace(_queued(failed), job_id="904", comment="gpuportal:" + "-" * 36),
+             _queued(running)]
+    fake = FakeSlurm()
+    report = jobs_sync(queue=queue, slurm=fake, queried_at=NOW)
+    assert sorted(call for call in fake.calls if call[0] == "scancel") == [
+        ("scancel", "900", "alice"), ("scancel", "901", "alice")]
+    assert sorted(report.ended_cancelled) == ["900", "901"]

@@ -7,6 +7,7 @@ job back (a final state is never overwritten), and "unknown" never reads as "fai
 
 import logging
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -15,7 +16,7 @@ from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
 from portal.core.slurm_work import db_now, due, duplicates, resubmit_allowed, rows_of
-from portal.jobs.models import IN_SLURM_STATES, Job, JobState
+from portal.jobs.models import IN_SLURM_STATES, TERMINAL_STATES, Job, JobState
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
 from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import COMMENT_PREFIX
@@ -48,6 +49,16 @@ _STATE_MAP = {
 _UUID_IN_TEXT = re.compile(rf"{COMMENT_PREFIX}([0-9a-f-]{{36}})")
 
 
+def _uuid_of(comment: str) -> uuid.UUID | None:
+    """The job's UUID in a comment the portal wrote (`gpuportal:<uuid>`); None for anything else."""
+    if not (match := _UUID_IN_TEXT.fullmatch(comment)):
+        return None
+    try:
+        return uuid.UUID(match[1])
+    except ValueError:
+        return None
+
+
 def slurm_state_map(state: str) -> JobState | None:
     """Slurm's state ('CANCELLED by 10001', 'OUT_OF_MEMORY', 'COMPLETING') -> ours; None if unknown."""
     return _STATE_MAP.get(slurm_states.base_state(state))
@@ -61,6 +72,7 @@ class SyncReport:
     resubmitted: int = 0  # handed to their own task to claim and submit
     fenced: int = 0  # possibly submitted: not sent again before a full cycle's lookup
     duplicates_cancelled: list[str] = field(default_factory=list)
+    ended_cancelled: list[str] = field(default_factory=list)  # live Slurm jobs of jobs the portal ended
     errors: list[str] = field(default_factory=list)
 
 
@@ -116,7 +128,31 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
             _duplicates_cancel(job, found, slurm, report, keep=found[0].job_id)
         else:
             unsettled.unresolved.append(job)
+    _ended_jobs_cancel(by_comment, slurm, report)
     return unsettled
+
+
+def _ended_jobs_cancel(by_comment: dict[str, list[QueuedJob]], slurm: Slurm, report: SyncReport) -> None:
+    """A Slurm job still pending or running whose portal job has ended is cancelled, as its owner:
+    cancelled in the portal while its sbatch was in flight or its answer lost (the portal never
+    learned its id), or a scancel that failed. Only the owner's jobs with the job's own comment."""
+    keys = [key for comment in by_comment if (key := _uuid_of(comment))]  # anybody can write a comment
+    if not keys:
+        return
+    for job in Job.objects.filter(uuid__in=keys, state__in=TERMINAL_STATES).select_related("user"):
+        for row in by_comment[job.slurm_comment]:
+            if row.user != job.user.username or not (slurm_states.is_pending(row.state)
+                                                     or slurm_states.is_running(row.state)):
+                continue
+            try:
+                slurm.cancel(job_id=row.job_id, user=row.user)
+            except SlurmError as error:
+                logger.warning("job %s (%s): its Slurm job %s not cancelled: %s", job.pk, job.state,
+                               row.job_id, error.message)
+                continue
+            logger.warning("job %s: cancelled Slurm job %s, live though the job had ended (%s)", job.pk,
+                           row.job_id, job.state)
+            report.ended_cancelled.append(row.job_id)
 
 
 def _duplicates_cancel(job: Job, rows: list[QueuedJob], slurm: Slurm, report: SyncReport,
