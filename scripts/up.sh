@@ -35,11 +35,13 @@ export AUDIT_SYSLOG_ADDRESS="${AUDIT_SYSLOG_ADDRESS-}"
 SETTINGS='^(DJANGO|LDAP|JOBS|JUPYTERHUB|HUB|SERVERS|AXES|API|OAUTH|SITE|DIRECTORY|GPUPORTAL|CONTAINERS|APPS|AUDIT)_[A-Z0-9_]+$'
 SETTINGS+='|^(SLURM_(ADAPTER|REST_URL|BIN_DIR|EXEC_PREFIX|TIMEOUT_SECONDS|POLL_SECONDS|CONF|PROJECTS_PARENT_ACCOUNT)|DATABASE_URL|REDIS_URL|TIME_ZONE'
 SETTINGS+='|LOG_LEVEL|STATIC_ROOT)$'
-SECRETS='^(DJANGO_SECRET_KEY|JUPYTERHUB_API_TOKEN|JUPYTERHUB_OAUTH_CLIENT_SECRET)$'
+SECRETS='^(DJANGO_SECRET_KEY|APPS_SIGNING_KEY|JUPYTERHUB_API_TOKEN|JUPYTERHUB_OAUTH_CLIENT_SECRET)$'
 portal_env_write() {
-  local secret_key api_token oauth_secret name tmp
+  local secret_key apps_key api_token oauth_secret name tmp
   secret_key=$(secret_read "$PORTAL_ENV" DJANGO_SECRET_KEY)
   [[ -n $secret_key ]] || { say "generating DJANGO_SECRET_KEY"; secret_key=$(openssl rand -hex 32); }
+  apps_key=$(secret_read "$PORTAL_ENV" APPS_SIGNING_KEY)
+  [[ -n $apps_key ]] || { say "generating APPS_SIGNING_KEY"; apps_key=$(openssl rand -hex 32); }
   api_token=$(secret_read "$HUB_SECRETS" JUPYTERHUB_API_TOKEN)
   oauth_secret=$(secret_read "$HUB_SECRETS" JUPYTERHUB_OAUTH_CLIENT_SECRET)
   [[ -n $api_token && -n $oauth_secret ]] || die "no hub secrets in $HUB_SECRETS"
@@ -51,8 +53,9 @@ portal_env_write() {
       [[ ${!name} != *"'"* && ${!name} != *$'\n'* ]] || die "$name: quotes and newlines are not supported"
       printf "%s='%s'\n" "$name" "${!name}"
     done
-    printf "DJANGO_SECRET_KEY='%s'\nJUPYTERHUB_API_TOKEN='%s'\nJUPYTERHUB_OAUTH_CLIENT_SECRET='%s'\n" \
-      "$secret_key" "$api_token" "$oauth_secret"
+    printf "DJANGO_SECRET_KEY='%s'\nAPPS_SIGNING_KEY='%s'\nJUPYTERHUB_API_TOKEN='%s'\n" \
+      "$secret_key" "$apps_key" "$api_token"
+    printf "JUPYTERHUB_OAUTH_CLIENT_SECRET='%s'\n" "$oauth_secret"
   } >"$tmp"
   if cmp -s "$tmp" "$PORTAL_ENV" && [[ $(stat -c %a:%U "$PORTAL_ENV") == "600:$PORTAL_USER" ]]; then
     rm -f "$tmp"

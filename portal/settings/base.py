@@ -267,6 +267,10 @@ APPS_START_TIMEOUT_SECONDS = env.float("APPS_START_TIMEOUT_SECONDS", default=180
 APPS_SYNC_SECONDS = env.float("APPS_SYNC_SECONDS", default=5.0)
 # The grant that sends a browser from the portal to the gateway: valid this long, once.
 APPS_GRANT_SECONDS = env.int("APPS_GRANT_SECONDS", default=30)
+# Signs the gateway's grants and app cookies, and nothing else, so the gateway needs this key and
+# never DJANGO_SECRET_KEY (which also signs logins, report and tracking tokens). Empty: SECRET_KEY
+# (the test settings'); production refuses it empty, weak, or equal to DJANGO_SECRET_KEY.
+APPS_SIGNING_KEY = env("APPS_SIGNING_KEY", default="")
 # What TensorBoard, one of the built-in apps, runs (a tensorboard every user can execute on the nodes).
 TENSORBOARD_COMMAND = env("TENSORBOARD_COMMAND", default=str(Path(sys.prefix) / "bin" / "tensorboard"))
 CODE_SERVER_COMMAND = env("CODE_SERVER_COMMAND", default="/opt/gpuportal/code-server/bin/code-server")

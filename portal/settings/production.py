@@ -16,6 +16,7 @@ from .base import *  # noqa: F403
 from .base import (
     ALLOWED_HOSTS,
     APPS_ORIGIN,
+    APPS_SIGNING_KEY,
     DATABASES,
     JUPYTERHUB_API_TOKEN,
     JUPYTERHUB_OAUTH_CLIENT_SECRET,
@@ -105,7 +106,11 @@ secrets_check({
     "DJANGO_SECRET_KEY": SECRET_KEY,
     "JUPYTERHUB_API_TOKEN": JUPYTERHUB_API_TOKEN,
     "JUPYTERHUB_OAUTH_CLIENT_SECRET": JUPYTERHUB_OAUTH_CLIENT_SECRET,
+    "APPS_SIGNING_KEY": APPS_SIGNING_KEY,
 })
+if APPS_SIGNING_KEY == SECRET_KEY:
+    raise ImproperlyConfigured("refusing to start: APPS_SIGNING_KEY must differ from DJANGO_SECRET_KEY (the "
+                               "apps gateway holds it).")
 
 
 # --- the directory and the database: no password in clear to the directory, no test bed credentials ---

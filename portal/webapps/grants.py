@@ -1,11 +1,12 @@
 """How a portal login reaches an app on the apps origin, which never sees the portal's cookies.
 
 The portal's "Open" redirects the browser to `<app origin>/_gpuportal/grant?token=...`: a grant,
-signed with the portal's SECRET_KEY, short-lived and single-use, naming the app and its owner. The
-gateway (portal/webapps/gateway) redeems it and answers with a cookie of that app's host alone,
-signed the same way and bound to the app, the user and the user's app generation (bumped on logout,
-"log out everywhere" and deprovisioning: portal.accounts), so a logout ends the app's access in
-every browser; every later request carries only that.
+signed with APPS_SIGNING_KEY (not the portal's SECRET_KEY: the gateway holds it), short-lived and
+single-use, naming the app and its owner. The gateway (portal/webapps/gateway) redeems it and
+answers with a cookie of that app's host alone, signed the same way and bound to the app, the user
+and the user's app generation (bumped on logout, "log out everywhere" and deprovisioning:
+portal.accounts), so a logout ends the app's access in every browser; every later request carries
+only that.
 Plain functions, no HTTP: the gateway and the portal's views both call them.
 """
 
@@ -67,7 +68,8 @@ def grant_mint(*, app: App) -> str:
     """A grant for the app's owner, under their current app generation. Writes nothing (the portal's
     Open is a GET): single use is enforced when it is redeemed."""
     return signing.dumps({"a": str(app.uuid), "u": app.user_id, "g": app.user.app_generation,
-                          "n": secrets.token_urlsafe(18)}, salt=_GRANT_SALT, compress=False)
+                          "n": secrets.token_urlsafe(18)}, salt=_GRANT_SALT, compress=False,
+                          key=settings.APPS_SIGNING_KEY)
 
 
 def grant_url(*, app: App) -> str:
@@ -80,7 +82,8 @@ def grant_redeem(*, token: str, app_uuid: uuid.UUID | str, generation: int | Non
     generation is not `generation`, the owner's, when given). The caller still checks that the user
     is the app's owner and active (a grant outlives neither)."""
     try:
-        data = signing.loads(token, salt=_GRANT_SALT, max_age=settings.APPS_GRANT_SECONDS)
+        data = signing.loads(token, key=settings.APPS_SIGNING_KEY, salt=_GRANT_SALT,
+                             max_age=settings.APPS_GRANT_SECONDS)
     except signing.SignatureExpired:
         raise GrantRefused("this link has expired") from None
     except signing.BadSignature:
@@ -115,14 +118,15 @@ def app_cookie_value(*, app: App, user_id: int) -> str:
     """The cookie for the app's owner, under the owner's current app generation (`app.user`, as the
     gateway loaded it)."""
     return signing.dumps({"a": str(app.uuid), "u": user_id, "g": app.user.app_generation},
-                         salt=_COOKIE_SALT, compress=False)
+                         salt=_COOKIE_SALT, compress=False, key=settings.APPS_SIGNING_KEY)
 
 
 def app_cookie_user(*, value: str, app: App) -> int | None:
     """The user id the cookie names if it is genuine, unexpired, this app's and of the owner's
     current app generation (`app.user`: no logout since it was issued); else None."""
     try:
-        data = signing.loads(value, salt=_COOKIE_SALT, max_age=app_cookie_max_age(app))
+        data = signing.loads(value, key=settings.APPS_SIGNING_KEY, salt=_COOKIE_SALT,
+                             max_age=app_cookie_max_age(app))
     except signing.BadSignature:  # SignatureExpired included
         return None
     if not isinstance(data, dict) or data.get("a") != str(app.uuid) or not isinstance(data.get("u"), int):

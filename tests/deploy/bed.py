@@ -187,6 +187,7 @@ def production_settings(workdir: Path, *, database: str, ldaps_port: int) -> Ite
             "DJANGO_SETTINGS_MODULE": "portal.settings.production",
             # Generated here, like `openssl rand -hex 32` in deploy/gpuportal.env.example.
             "DJANGO_SECRET_KEY": secrets.token_hex(32),
+            "APPS_SIGNING_KEY": secrets.token_hex(32),
             "JUPYTERHUB_API_TOKEN": secrets.token_hex(32),
             "JUPYTERHUB_OAUTH_CLIENT_SECRET": secrets.token_hex(32),
             "DATABASE_URL": database_url,

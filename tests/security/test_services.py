@@ -78,6 +78,8 @@ def test_secrets_are_0600_files_of_the_account_that_needs_them():
     assert _owner_and_mode(STATE / "hub/data") == (HUB_USER, 0o700)
     portal, hub = _values(portal_env), _values(hub_env)
     assert len(portal["DJANGO_SECRET_KEY"]) >= 50
+    # The gateway's own key (#33): another value, so holding it is not holding the portal's.
+    assert len(portal["APPS_SIGNING_KEY"]) >= 50 and portal["APPS_SIGNING_KEY"] != portal["DJANGO_SECRET_KEY"]
     # The two the portal shares with the hub are the hub's own values.
     for name in ("JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET"):
         assert portal[name] == hub[name] and len(hub[name]) >= 50

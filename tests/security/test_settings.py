@@ -10,7 +10,8 @@ import pytest
 
 from tests.security.conftest import ROOT
 
-SECRET_NAMES = ("DJANGO_SECRET_KEY", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET")
+SECRET_NAMES = ("DJANGO_SECRET_KEY", "APPS_SIGNING_KEY", "JUPYTERHUB_API_TOKEN",
+                "JUPYTERHUB_OAUTH_CLIENT_SECRET")
 HUB_SECRET_NAMES = ("JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET", "HUB_CULLER_TOKEN",
                     "CONFIGPROXY_AUTH_TOKEN", "JUPYTERHUB_CRYPT_KEY")
 
@@ -56,6 +57,8 @@ def test_deploy_check_is_clean_with_generated_secrets():
     ("JUPYTERHUB_API_TOKEN", "dev-only-hub-api-token"),
     ("JUPYTERHUB_OAUTH_CLIENT_SECRET", "dev-only-hub-oauth-secret"),
     ("JUPYTERHUB_OAUTH_CLIENT_SECRET", secrets.token_hex(16)),  # 32 characters: short
+    ("APPS_SIGNING_KEY", None),
+    ("APPS_SIGNING_KEY", "CHANGE-ME"),
 ])
 def test_production_refuses_missing_short_or_known_secrets(name, value):
     result = _manage("check", **{**_generated(), name: value})
@@ -63,6 +66,14 @@ def test_production_refuses_missing_short_or_known_secrets(name, value):
     assert "ImproperlyConfigured" in result.stderr and name in result.stderr
     if value:
         assert value not in result.stderr  # named, never printed
+
+
+def test_production_refuses_the_gateways_key_equal_to_the_portals():
+    """#33: the apps gateway holds APPS_SIGNING_KEY; it must not be the key to the portal's logins."""
+    generated = _generated()
+    result = _manage("check", **{**generated, "APPS_SIGNING_KEY": generated["DJANGO_SECRET_KEY"]})
+    assert result.returncode != 0 and "APPS_SIGNING_KEY must differ" in result.stderr
+    assert generated["DJANGO_SECRET_KEY"] not in result.stderr
 
 
 @pytest.mark.parametrize(("name", "overrides", "hidden"), [

@@ -155,6 +155,24 @@ def test_cookie_of_an_older_generation_is_refused(apps_origin):
     assert grants.app_cookie_user(value=ungenerational, app=app) is None
 
 
+def test_grants_and_cookies_are_signed_with_the_gateways_key_alone(apps_origin, settings):
+    """#33: APPS_SIGNING_KEY signs them, so the gateway needs no DJANGO_SECRET_KEY; a cookie signed
+    with the portal's SECRET_KEY (what a leak of it would forge) is refused, and so is one signed
+    with the gateway's key under the portal's login salt."""
+    settings.APPS_SIGNING_KEY = "gateway-" + "k3y" * 20
+    app = make_app()
+    value = grants.app_cookie_value(app=app, user_id=app.user_id)
+    assert grants.app_cookie_user(value=value, app=app) == app.user_id
+    body = {"a": str(app.uuid), "u": app.user_id, "g": app.user.app_generation}
+    forged = signing.dumps(body, salt=grants._COOKIE_SALT, compress=False)  # SECRET_KEY's
+    assert grants.app_cookie_user(value=forged, app=app) is None
+    token = grants.grant_mint(app=app)
+    settings.APPS_SIGNING_KEY = "another-" + "k3y" * 20  # a gateway with another key
+    with pytest.raises(grants.GrantRefused):
+        grants.grant_redeem(token=token, app_uuid=app.uuid, generation=app.user.app_generation)
+    assert grants.app_cookie_user(value=value, app=app) is None
+
+
 def test_app_uuid_from_host(apps_origin):
     uuid = "0b7c5c0e-4a1b-4c55-9c57-2f3d0e9a1b2c"
     assert app_uuid_from_host(f"{uuid}.apps.localhost:8002") == uuid
