@@ -2,7 +2,7 @@
 
 The shipped site, changed only where a loopback run must: its listen ports moved to one free loopback
 port (TLS and HTTP/2 kept, with a throwaway certificate), its public names gpu.example.org,
-hub.gpu.example.org and *.apps.gpu.example.org turned into localhost, hub.localhost and
+hub.gpu.example.org and *.apps.example-usercontent.net turned into localhost, hub.localhost and
 *.apps.localhost (names that resolve to loopback, and that the bed's portal accepts), its backends'
 ports given by the caller, the documentation folder the checkout's site/, and the Host header passed on
 with its port. nginx runs as nobody with
@@ -54,6 +54,7 @@ def render_site(site: str, *, workdir: Path, port: int, http_port: int, portal_p
     for old, new in ((r"listen \[::\]:\d+[^;]*;\n", ""),
                      (r"listen 443 ssl", f"listen 127.0.0.1:{port} ssl"),
                      (r"listen 80;", f"listen 127.0.0.1:{http_port};"),
+                     (r"apps\.example-usercontent\.net", "apps.localhost"),
                      (r"gpu\.example\.org", "localhost"),
                      (r"/etc/ssl/gpuportal/", f"{workdir}/"),
                      (r"/opt/gpuportal/site/", f"{ROOT}/site/"),
