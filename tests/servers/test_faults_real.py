@@ -61,6 +61,9 @@ def test_slurmctld_down_during_a_burst(portal_hub, live_server, settings, culler
     _, key = api_token_create(user=alice, name="burst")
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    _, bob_key = api_token_create(user=UserFactory(username="bob"), name="spawns")
+    bob_api = APIClient()
+    bob_api.credentials(HTTP_AUTHORIZATION=f"Token {bob_key}")
     ctl = ROOT / "slurm/dev/slurmctld.sh"
 
     subprocess.run([ctl, "stop"], check=True, capture_output=True)
@@ -79,7 +82,8 @@ def test_slurmctld_down_during_a_burst(portal_hub, live_server, settings, culler
                 again = api.post("/api/v1/jobs/", body, format="json", HTTP_IDEMPOTENCY_KEY=f"burst-{i}")
                 assert again.json()["id"] == response.json()["id"]
             ids.append(response.json()["id"])
-        spawns = [api.post("/api/v1/sessions/", {"name": f"during-{i}", "gpus": 0, "hours": 1},
+        # bob's: alice's 2 running ones and 3 waiting would be over her group's 3 sessions at once.
+        spawns = [bob_api.post("/api/v1/sessions/", {"name": f"during-{i}", "gpus": 0, "hours": 1},
                            format="json") for i in range(3)]
         # Each start answers at once. The hub's sbatch would fail now: the portal does not ask it,
         # and the sessions wait, as the jobs do.
@@ -112,7 +116,7 @@ def test_slurmctld_down_during_a_burst(portal_hub, live_server, settings, culler
     assert (lost, duplicated) == ([], [])
     assert all(by_comment[job.slurm_comment] == [job.slurm_job_id] for job in jobs)
     for i in range(len(spawns)):  # every session asked for during the outage runs
-        ready_server(portal_hub, "alice", f"during-{i}")
+        ready_server(portal_hub, "bob", f"during-{i}")
         assert NotebookServer.objects.get(name=f"during-{i}").ended_at is None
 
     session = portal_login(live_server, "alice")
