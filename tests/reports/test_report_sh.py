@@ -128,7 +128,8 @@ def test_a_portal_that_is_down_or_hangs_never_fails_or_holds_the_job():
         result = _bash(_with_snippet("gpuportal_report '{\"event\":\"ready\"}'; echo after"),
                        {"GPUPORTAL_REPORT_TOKEN": TOKEN, "GPUPORTAL_URL": f"http://127.0.0.1:{silent.getsockname()[1]}"})
         took = time.monotonic() - started
-    assert (result.returncode, result.stdout) == (0, "after\n") and 2.5 < took < 5
+    # 3 s, a second, 3 s more: asked twice (a busy portal must not lose a job's exit), 7 s at most.
+    assert (result.returncode, result.stdout) == (0, "after\n") and 6.5 < took < 9
 
 
 def test_a_curlrc_cannot_print_the_header(portal, tmp_path):
