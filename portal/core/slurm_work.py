@@ -129,6 +129,18 @@ def resubmit_allowed(*, uncertain_at: datetime | None, looked_up_at: datetime) -
     return looked_up_at - uncertain_at >= timedelta(seconds=settings.SLURM_POLL_SECONDS)
 
 
+def comment_key(comment: str, *, prefix: str) -> uuid.UUID | None:
+    """The UUID in a comment the portal wrote (`<prefix><uuid>`); None for anything else, since
+    anybody can write any comment."""
+    key = comment.removeprefix(prefix)
+    if key == comment or len(key) != 36:
+        return None
+    try:
+        return uuid.UUID(key)
+    except ValueError:
+        return None
+
+
 def rows_of(rows: Iterable[Row], *, comment: str, user: str) -> list[Row]:
     """The Slurm jobs carrying `comment` that `user` owns, oldest first. A job of somebody else with
     the same comment is never ours: anybody can write any comment."""

@@ -11,12 +11,12 @@ record with a new key, and `servers_apply_queue` never gives an active record a 
 """
 
 import logging
-import re
 from datetime import datetime, timedelta
 
 from django.db.models import Q
 
 from portal.core.errors import PortalError
+from portal.core.slurm_work import comment_key
 from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
 from portal.servers.services.slurm_sync import JOB_NAME_PREFIX
@@ -28,7 +28,6 @@ from slurm.states import is_live
 
 logger = logging.getLogger(__name__)
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # A session whose job reported its own exit (portal.reports) is ended a moment before the job is:
 # left alone that long, its job ends as itself (COMPLETED), not cancelled by the portal.
 GRACE = timedelta(seconds=30)
@@ -44,8 +43,8 @@ def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, sl
         return 0
     keys: dict[str, set[str]] = {}  # a session's key -> the live jobs that carry it
     for job_id, row in live.items():
-        if key := _key(row.comment):
-            keys.setdefault(key, set()).add(job_id)
+        if key := comment_key(row.comment, prefix=NotebookServer.COMMENT_PREFIX):
+            keys.setdefault(str(key), set()).add(job_id)
     records = NotebookServer.objects.filter(Q(job_id__in=live) | Q(uuid__in=keys)).values_list(
         "job_id", "uuid", "user__username", "name", "ended_at")
     held = {job_id for job_id, _, _, _, ended_at in records if ended_at is None}  # never one in use
@@ -70,12 +69,6 @@ def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, sl
                        live[job_id].name, live[job_id].user)
         cancelled += 1
     return cancelled
-
-
-def _key(comment: str) -> str:
-    """The session's uuid in a job's comment (NotebookServer.slurm_comment); '' for any other."""
-    key = comment.removeprefix(NotebookServer.COMMENT_PREFIX)
-    return key if key != comment and _UUID.fullmatch(key) else ""
 
 
 # A stop in flight is the hub's for this long before the cycle asks again.

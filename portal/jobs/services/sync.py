@@ -7,7 +7,6 @@ job back (a final state is never overwritten), and "unknown" never reads as "fai
 
 import logging
 import re
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -15,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
-from portal.core.slurm_work import db_now, due, duplicates, resubmit_allowed, rows_of
+from portal.core.slurm_work import comment_key, db_now, due, duplicates, resubmit_allowed, rows_of
 from portal.jobs.models import IN_SLURM_STATES, TERMINAL_STATES, Job, JobState
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
 from portal.jobs.services.batch import jobs_submit_dispatch
@@ -47,16 +46,6 @@ _STATE_MAP = {
     "DEADLINE": JobState.DEADLINE,
 }
 _UUID_IN_TEXT = re.compile(rf"{COMMENT_PREFIX}([0-9a-f-]{{36}})")
-
-
-def _uuid_of(comment: str) -> uuid.UUID | None:
-    """The job's UUID in a comment the portal wrote (`gpuportal:<uuid>`); None for anything else."""
-    if not (match := _UUID_IN_TEXT.fullmatch(comment)):
-        return None
-    try:
-        return uuid.UUID(match[1])
-    except ValueError:
-        return None
 
 
 def slurm_state_map(state: str) -> JobState | None:
@@ -136,7 +125,7 @@ def _ended_jobs_cancel(by_comment: dict[str, list[QueuedJob]], slurm: Slurm, rep
     """A Slurm job still pending or running whose portal job has ended is cancelled, as its owner:
     cancelled in the portal while its sbatch was in flight or its answer lost (the portal never
     learned its id), or a scancel that failed. Only the owner's jobs with the job's own comment."""
-    keys = [key for comment in by_comment if (key := _uuid_of(comment))]  # anybody can write a comment
+    keys = [key for comment in by_comment if (key := comment_key(comment, prefix=COMMENT_PREFIX))]
     if not keys:
         return
     for job in Job.objects.filter(uuid__in=keys, state__in=TERMINAL_STATES).select_related("user"):
