@@ -15,6 +15,7 @@ from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from portal.webapps import grants
+from portal.webapps.gateway_role import APP_FIELDS, USER_FIELDS
 from portal.webapps.models import App
 
 log = logging.getLogger("portal.webapps.gateway")
@@ -37,11 +38,15 @@ def _orm(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
 
 
 def _app_load(uuid: str) -> App | None:
-    return App.objects.select_related("user").filter(uuid=uuid).first()
+    # Only the columns the gateway's database role may read (portal/webapps/gateway_role.py), which
+    # rules out the model's ordering (created_at) too.
+    fields = [*APP_FIELDS, *(f"user__{name}" for name in USER_FIELDS)]
+    return App.objects.select_related("user").only(*fields).filter(uuid=uuid).order_by().first()
 
 
 def _app_touch(uuid: str) -> None:
-    App.objects.filter(uuid=uuid).update(last_access=timezone.now())
+    # Unordered: the owners' SELECT before the update (FollowedQuerySet) may not sort by created_at.
+    App.objects.filter(uuid=uuid).order_by().update(last_access=timezone.now())
 
 
 class AppStore:
