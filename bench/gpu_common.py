@@ -48,8 +48,8 @@ def jobs_create(running: int, ended: int = 0) -> tuple[list[str], list[str]]:
     from django.utils import timezone
 
     from portal.accounts.models import User
-    from portal.core.report_tokens import report_token
     from portal.jobs.models import Job
+    from portal.tokens.report import report_token
 
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE jobs_job RESTART IDENTITY CASCADE")

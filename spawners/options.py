@@ -41,8 +41,8 @@ OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "acco
 ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KERNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 PATH_PART = re.compile(r"^[A-Za-z0-9._+-]+$")
-# The portal's per-session report and tracking tokens (portal/core/report_tokens.py,
-# tracking_tokens.py): signed values, URL-safe.
+# The portal's per-session report and tracking tokens (portal/tokens/report.py,
+# tracking.py): signed values, URL-safe.
 REPORT_TOKEN = re.compile(r"^[A-Za-z0-9:._-]{1,200}$")
 # The session's key in its Slurm job's comment (portal/servers/models.py slurm_comment).
 COMMENT = re.compile(r"^gpuportal-session:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

@@ -8,9 +8,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
-from portal.core.report_tokens import report_token
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job
+from portal.tokens.report import report_token
 from tests.factories import JobFactory, UserFactory
 from tests.hostile_corpus import CORPUS, PATHS, STRINGS, WRONG_TYPES, nested
 from tests.servers.factories import NotebookServerFactory, SlurmJobFactory

@@ -14,7 +14,7 @@ PORTAL = Path(__file__).resolve().parent.parent / "portal"
 
 # Lowest first.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("base", {"core"}),
+    ("base", {"core", "lifecycle", "tokens"}),
     ("identity and cluster state", {"accounts", "cluster", "waits"}),
     ("rules and resources", {"environments", "policy", "projects"}),
     ("Slurm work", {"containers", "jobs", "servers", "webapps"}),

@@ -116,7 +116,7 @@ def test_without_the_cache_requests_are_served(limited, monkeypatch):
 def test_reports_are_counted_per_job_not_per_user(limited):
     """#33: a job's reports (its report.sh and GPU sampler, through its report token) have their own
     rate: one job's flood is refused, its owner's other job goes on."""
-    from portal.core.report_tokens import report_token
+    from portal.tokens.report import report_token
 
     alice = UserFactory(username="alice")
     first, second = (JobFactory(user=alice, state="RUNNING") for _ in range(2))

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.cluster.models import Node, Partition, PollStatus
-from portal.core.slurm_work import db_in
+from portal.lifecycle.work import db_in
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from django.db import transaction
 
 from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus, SlurmJob
-from portal.core.slurm_work import db_now
+from portal.lifecycle.work import db_now
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
 from slurm.parsing import NodeInPartition, QueuedJob
@@ -24,7 +24,7 @@ def cluster_refresh(*, slurm: Slurm) -> tuple[PollStatus, list[QueuedJob] | None
     (the last snapshot stays, marked stale by its age). Malformed rows were skipped by the parser
     and are counted here, for the admin page."""
     status = PollStatus.get()
-    status.checked_at = db_now()  # the clock leases and lookups are compared on (slurm_work)
+    status.checked_at = db_now()  # the clock leases and lookups are compared on (portal.lifecycle)
     try:
         nodes = slurm.nodes()
         queue = slurm.queue(finished=True)

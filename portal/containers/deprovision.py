@@ -7,7 +7,7 @@ portal's own account (a Slurm Operator), as sudo may no longer act as somebody w
 from django.utils import timezone
 
 from portal.containers.models import Pull
-from portal.core.slurm_work import work_end_all
+from portal.lifecycle.work import work_end_all
 from slurm.adapter import Slurm
 
 _ACTIVE = (Pull.State.PENDING, Pull.State.RUNNING)

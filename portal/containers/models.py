@@ -111,7 +111,7 @@ class Pull(models.Model):
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="pulls")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pulls")
     slurm_job_id = models.CharField(max_length=32, blank=True)
-    # Pending with no slurm_job_id: saved, its sbatch runs in a worker (portal.core.slurm_work).
+    # Pending with no slurm_job_id: saved, its sbatch runs in a worker (portal.lifecycle.work).
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     reason = models.TextField(blank=True, help_text="Why it waits to reach Slurm")
     next_attempt_at = models.DateTimeField(null=True, blank=True)

@@ -1,6 +1,6 @@
 """Pulls: a Slurm job as the user that pulls a catalog image into their own image directory.
 
-A pull follows the rules of all the portal's Slurm work (portal.core.slurm_work, `PULL_WORK`): the
+A pull follows the rules of all the portal's Slurm work (portal.lifecycle.work, `PULL_WORK`): the
 request only checks and saves it, a worker runs its sbatch, and the poll cycle follows it from its
 squeue and its one sacct, reads the job's own log (as the user, keys scrubbed) when it ended and
 records the outcome: the pulled copy, offered as an environment, or the readable error. Nobody has
@@ -33,7 +33,7 @@ from portal.containers.runtimes import (
 from portal.containers.secrets import scrub, secret_decrypt
 from portal.containers.services import home_of, image_environment_sync
 from portal.core.errors import Conflict, InvalidInput, PortalError, Unavailable
-from portal.core.slurm_work import (
+from portal.lifecycle.work import (
     Unsettled,
     WorkKind,
     fenced,

@@ -25,11 +25,11 @@ from portal.cluster.models import PollStatus
 from portal.cluster.services import cluster_refresh
 from portal.containers.pulls import pulls_apply_accounting, pulls_apply_queue
 from portal.core.locks import advisory_lock
-from portal.core.slurm_work import Unsettled, work_apply_accounting, work_apply_queue
 from portal.core.versions import cluster_changed
 from portal.efficiency.services import efficiency_record
 from portal.gpus.idle import IdleReport, idle_gpus_follow
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
+from portal.lifecycle.work import Unsettled, work_apply_accounting, work_apply_queue
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh

@@ -1,5 +1,5 @@
 """`Authorization: Report <token>`: a job or a session's job, reporting about itself. The token names
-one object (portal.core.report_tokens); it is nobody's login and grants nothing else, and nothing at
+one object (portal.tokens.report); it is nobody's login and grants nothing else, and nothing at
 all once its object has ended more than REPORT_TOKEN_GRACE_MINUTES ago: a token copied
 out of a finished job cannot keep feeding figures to the idle-GPU judge or anything else."""
 
@@ -15,9 +15,9 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from portal.core.errors import NotAuthenticated
-from portal.core.report_tokens import ReportKind, report_token_read
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer
+from portal.tokens.report import ReportKind, report_token_read
 from portal.webapps.models import App
 
 _MODELS = {"job": Job, "session": NotebookServer, "app": App}

@@ -1,5 +1,5 @@
 """Applying what a batch job, a notebook session's job or a web app's job reports about itself
-(POST /api/v1/reports/, with a token naming that one job or session: portal.core.report_tokens).
+(POST /api/v1/reports/, with a token naming that one job or session: portal.tokens.report).
 
 Every write is a conditional UPDATE guarded by the state it expects, as the poll cycle's are
 (portal.jobs.services.sync): a repeated or late report changes nothing, a final state is never
@@ -19,7 +19,6 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from portal.core.report_tokens import ReportKind
 from portal.gpus.idle import session_activity_record
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
@@ -28,6 +27,7 @@ from portal.servers.hub import HubError
 from portal.servers.models import NotebookServer
 from portal.servers.services.hub_sync import server_hub_look_dispatch, server_job_id_from_hub
 from portal.servers.services.slurm_sync import REPORTED_END_REASONS, server_end_refine, server_queued_note
+from portal.tokens.report import ReportKind
 from portal.webapps.services import app_answered
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 
 from portal.core.errors import PortalError
-from portal.core.slurm_work import comment_key
+from portal.lifecycle.work import comment_key
 from portal.servers.hub import JupyterHub
 from portal.servers.models import NotebookServer
 from portal.servers.services.slurm_sync import JOB_NAME_PREFIX

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 
 from portal.accounts.authentication import ApiTokenAuthentication
 from portal.core.errors import NotAuthenticated
-from portal.core.tracking_tokens import is_tracking_token
+from portal.tokens.tracking import is_tracking_token
 from portal.tracking.scopes import TrackingGrant
 from portal.tracking.tokens import tracking_token_grant
 

@@ -1,4 +1,4 @@
-"""What a job's or session's tracking token (portal.core.tracking_tokens) names: the job or session,
+"""What a job's or session's tracking token (portal.tokens.tracking) names: the job or session,
 while it runs (and TRACKING_TOKEN_GRACE_SECONDS after its end, for its last logs), and its own
 experiments. What it may do with them: portal.tracking.scopes."""
 
@@ -10,9 +10,9 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 
 from portal.core.errors import NotAuthenticated
-from portal.core.tracking_tokens import tracking_token_read
 from portal.jobs.models import Job
 from portal.servers.models import NotebookServer
+from portal.tokens.tracking import tracking_token_read
 from portal.tracking.job_runs import job_experiment_name
 from portal.tracking.scopes import TrackingGrant
 

@@ -6,7 +6,7 @@ portal's own account (a Slurm Operator), as sudo may no longer act as somebody w
 
 from django.utils import timezone
 
-from portal.core.slurm_work import work_end_all
+from portal.lifecycle.work import work_end_all
 from portal.webapps.models import ACTIVE_STATES, App, AppState
 from slurm.adapter import Slurm
 

@@ -79,7 +79,7 @@ class App(models.Model):
     time_limit_minutes = models.PositiveIntegerField()
     idle_minutes = models.PositiveIntegerField()
     slurm_job_id = models.CharField(max_length=32, blank=True)
-    # Its sbatch runs in a worker (portal.core.slurm_work): when it is due, and when one timed out.
+    # Its sbatch runs in a worker (portal.lifecycle.work): when it is due, and when one timed out.
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     submit_uncertain_at = models.DateTimeField(
         null=True, blank=True, help_text="An sbatch timed out then: Slurm may have the job")

@@ -14,8 +14,8 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from portal.core.report_tokens import report_token
 from portal.environments.models import Environment
+from portal.tokens.report import report_token
 from portal.webapps.models import App
 from slurm.parsing import format_duration
 

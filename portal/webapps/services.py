@@ -1,7 +1,7 @@
 """Starting, following and stopping web apps: small Slurm jobs of their owners.
 
 A start saves the app and hands its sbatch to a worker, by the rules of all the portal's Slurm work
-(portal.core.slurm_work, `APPS_WORK`); the poll cycle retries, adopts and fences it. The job's
+(portal.lifecycle.work, `APPS_WORK`); the poll cycle retries, adopts and fences it. The job's
 runner reports "ready" with the app's own token and the port the gateway is to use
 (`app_answered`); the host is never the job's to say: it is the node Slurm lists for the job in the
 poll's snapshot. `apps_follow` (after every poll cycle, and beat every APPS_SYNC_SECONDS) moves each
@@ -23,7 +23,11 @@ from portal.accounts.models import User
 from portal.cluster.models import PollStatus, SlurmJob
 from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import Conflict, InvalidInput, Unavailable
-from portal.core.slurm_work import (
+from portal.environments.models import Environment
+from portal.jobs.job_templates import TemplateError
+from portal.jobs.models import Job
+from portal.jobs.services.prepare import unix_account
+from portal.lifecycle.work import (
     WorkKind,
     fenced,
     lease_claim,
@@ -32,10 +36,6 @@ from portal.core.slurm_work import (
     work_dispatch,
     work_hand_over,
 )
-from portal.environments.models import Environment
-from portal.jobs.job_templates import TemplateError
-from portal.jobs.models import Job
-from portal.jobs.services.prepare import unix_account
 from portal.servers.models import NotebookServer
 from portal.webapps.catalog import command_render, parameters_clean
 from portal.webapps.models import ACTIVE_STATES, COMMENT_PREFIX, App, AppState, AppType

@@ -4,8 +4,8 @@ from django.conf import settings
 from portal.webapps.services import app_submit_first_attempt, apps_follow
 
 
-# Its sbatch starts only while its lease covers it (slurm_work.sbatch_attempt): the lease and a margin
-# bound it, never the poll cycle's limit.
+# Its sbatch starts only while its lease covers it (portal.lifecycle.work.sbatch_attempt): the lease
+# and a margin bound it, never the poll cycle's limit.
 @shared_task(ignore_result=True, time_limit=int(settings.JOBS_SUBMIT_LEASE_SECONDS) + 30)
 def app_submit_first(app_id: int) -> None:
     """The sbatch of an app the API or a page just saved, or the poll cycle found due again."""

@@ -104,7 +104,7 @@ def _job_cancel(w: World) -> None:
 
 def _job_reports_start(w: World) -> None:
     """A job's own script says it started (its report token), as on a compute node."""
-    from portal.core.report_tokens import report_token
+    from portal.tokens.report import report_token
     job = JobFactory(user=w.alice, state="PENDING", started_at=None)
     _events_before.update(e["id"] for e in _events())
     response = APIClient().post("/api/v1/reports/", {"event": "started", "node": "n1"}, format="json",

@@ -11,7 +11,7 @@ from django.utils import timezone
 from portal.containers.models import Pull
 from portal.containers.pulls import DONE_MARKER, EXIT_MARKER, pull_submit
 from portal.containers.services import image_create
-from portal.core.slurm_work import db_now
+from portal.lifecycle.work import db_now
 from portal.poll.cycle import queue_follow
 from slurm.errors import SlurmTimedOut
 from slurm.parsing import AccountedJob, Parsed, QueuedJob

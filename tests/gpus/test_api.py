@@ -10,9 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from portal.core.report_tokens import report_token
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import JobState
+from portal.tokens.report import report_token
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -12,9 +12,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework.test import APIClient
 
-from portal.core.report_tokens import report_token
 from portal.gpus.models import IdleEvent, IdleWatch
 from portal.jobs.models import JobState
+from portal.tokens.report import report_token
 from tests.factories import JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory
 

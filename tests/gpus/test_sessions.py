@@ -9,10 +9,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.core.report_tokens import report_token
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import JobState
 from portal.servers.models import NotebookServer
+from portal.tokens.report import report_token
 from tests.factories import JobFactory, UserFactory
 from tests.servers.factories import NotebookServerFactory
 

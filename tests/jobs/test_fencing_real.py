@@ -1,4 +1,4 @@
-"""Exactly once under the races the engine fences (portal.core.slurm_work), on the real cluster:
+"""Exactly once under the races the engine fences (portal.lifecycle.work), on the real cluster:
 an sbatch whose job slurmctld registers after the portal's call timed out, a second Slurm job
 planted with a tracked job's comment, and somebody else's job carrying a job's comment."""
 
@@ -8,10 +8,10 @@ import time
 import pytest
 from django.conf import settings
 
-from portal.core.slurm_work import db_now
 from portal.jobs.models import Job, JobState
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_claim, job_create, job_submit_attempt
+from portal.lifecycle.work import db_now
 from portal.poll.cycle import poll_cycle
 from slurm.adapter import Slurm
 from slurm.runner import SlurmRunner

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-from portal.core.report_tokens import report_token_read
 from portal.jobs.models import Job, JobState
 from portal.jobs.services.sync import slurm_state_map
 from portal.poll.cycle import queue_follow
+from portal.tokens.report import report_token_read
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import AccountedJob, Parsed, QueuedJob
 from tests.factories import JobFactory

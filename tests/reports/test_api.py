@@ -9,9 +9,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
-from portal.core.report_tokens import report_token
 from portal.jobs.models import JobState
 from portal.servers.models import NotebookServer
+from portal.tokens.report import report_token
 from slurm.adapter import Slurm
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import AccountedJob, Parsed

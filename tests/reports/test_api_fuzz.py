@@ -6,7 +6,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from portal.core.report_tokens import report_token
+from portal.tokens.report import report_token
 from tests.factories import JobFactory
 from tests.servers.factories import NotebookServerFactory
 from tests.test_api_fuzz import CHECKS, api_server  # noqa: F401 - a fixture

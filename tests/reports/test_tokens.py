@@ -4,7 +4,7 @@ import pytest
 from django.core import signing
 
 from portal.core.errors import NotAuthenticated
-from portal.core.report_tokens import report_token, report_token_read
+from portal.tokens.report import report_token, report_token_read
 
 
 def test_a_token_names_its_kind_and_object():

@@ -10,13 +10,13 @@ from oauth2_provider.models import AccessToken, Application
 
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.cluster.models import PollStatus
-from portal.core.report_tokens import report_token_read
-from portal.core.tracking_tokens import tracking_token_read
 from portal.servers.hub import HubError, HubServer, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
 from portal.servers.services.hub_sync import servers_hub_sync, servers_sync
 from portal.servers.services.slurm_sync import servers_apply_accounting, servers_apply_queue
 from portal.servers.services.start import server_spawn, servers_spawn_retry
+from portal.tokens.report import report_token_read
+from portal.tokens.tracking import tracking_token_read
 from slurm.parsing import AccountedJob
 from tests.factories import UserFactory
 from tests.servers.factories import (

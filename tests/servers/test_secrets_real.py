@@ -8,11 +8,11 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.core.report_tokens import report_token
-from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import Job
 from portal.servers.services.start import server_start
 from portal.servers.services.stop import server_stop
+from portal.tokens.report import report_token
+from portal.tokens.tracking import tracking_token
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import UserFactory
 from tests.hub import STATE_DIR

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from portal.core.report_tokens import report_token
-from portal.core.slurm_work import db_now
+from portal.lifecycle.work import db_now
 from portal.poll.cycle import queue_follow
+from portal.tokens.report import report_token
 from portal.webapps.models import App, AppState
 from portal.webapps.services import app_submit, apps_follow
 from slurm.errors import SlurmRejected

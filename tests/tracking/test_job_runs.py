@@ -11,11 +11,11 @@ import pytest
 from django.db import transaction
 
 from portal.benchmarks.models import BenchmarkResult
-from portal.core.tracking_tokens import tracking_token
 from portal.jobs.models import JobMetric, JobState
 from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_create, jobs_report_environments
+from portal.tokens.tracking import tracking_token
 from portal.tracking.job_runs import job_run_end, job_run_params, job_runs_create, job_runs_follow
 from portal.tracking.models import Experiment, LatestMetric, LifecycleStage, Metric, Run, RunStatus
 from portal.tracking.services import log_batch

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from portal.accounts.services import api_token_create
-from portal.core.tracking_tokens import tracking_token
+from portal.tokens.tracking import tracking_token
 from portal.tracking import api, services
 from portal.tracking.job_runs import job_experiment_name
 from portal.tracking.models import Run

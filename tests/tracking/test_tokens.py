@@ -8,10 +8,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
-from portal.core.report_tokens import report_token
-from portal.core.tracking_tokens import tracking_environment, tracking_token
 from portal.servers.models import NotebookServer
 from portal.sweeps.models import Sweep
+from portal.tokens.report import report_token
+from portal.tokens.tracking import tracking_environment, tracking_token
 from portal.tracking.job_runs import job_run_id, job_runs_create
 from portal.tracking.models import Experiment, Run
 from tests.factories import JobFactory, UserFactory

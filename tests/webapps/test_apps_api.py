@@ -18,7 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.cluster.models import PollStatus, SlurmJob
-from portal.core.report_tokens import report_token
+from portal.tokens.report import report_token
 from portal.webapps import grants
 from portal.webapps.catalog import catalog_sync, command_render
 from portal.webapps.models import App, AppState, AppType

@@ -23,10 +23,10 @@ from portal.accounts.models import User
 from portal.core.api_errors import error_body
 from portal.core.errors import Conflict, PortalError
 from portal.core.idempotency import HEADER
-from portal.core.slurm_work import db_now
 from portal.jobs.models import Job, JobBatch, JobState
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.signals import jobs_created
+from portal.lifecycle.work import db_now
 from portal.policy.services import policy_current
 
 logger = logging.getLogger(__name__)

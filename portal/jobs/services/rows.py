@@ -14,7 +14,7 @@ def jobs_rows_update(jobs: Sequence[Job], fields: Sequence[str], *, states: Sequ
     """Write `fields` of many jobs with one UPDATE ... FROM (VALUES ...) per batch, only where the
     row is still in one of `states` (so a final state is never overwritten, and a job cancelled in
     between is not adopted) and, with `leases`, still carries the lease its writer claimed
-    (portal.core.slurm_work.fenced). Returns the ids written; their owners' live versions move on
+    (portal.lifecycle.work.fenced). Returns the ids written; their owners' live versions move on
     commit (raw SQL sends no signal).
 
     Django's bulk_update builds a CASE WHEN per field and row: seconds at 10^4 active jobs."""

@@ -1,7 +1,7 @@
 """Storing a job, handing it to Slurm exactly once, and cancelling it.
 
 Exactly once towards Slurm, by the rules every piece of the portal's Slurm work follows
-(portal.core.slurm_work):
+(portal.lifecycle.work):
 - the row is saved (QUEUED_IN_PORTAL) before anything is asked of Slurm, and Slurm gets the job's
   UUID as its comment;
 - whoever runs `sbatch` first claims the row with a lease on the database's clock, longer than the
@@ -32,8 +32,12 @@ from portal.accounts.models import User
 from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import Conflict, Unavailable
 from portal.core.idempotency import idempotent_replay
-from portal.core.report_tokens import report_token
-from portal.core.slurm_work import (
+from portal.jobs.models import IN_SLURM_STATES, Job, JobState
+from portal.jobs.services.batch import jobs_submit_dispatch
+from portal.jobs.services.prepare import JobDraft, job_prepare
+from portal.jobs.services.rows import jobs_rows_update
+from portal.jobs.signals import jobs_changed, jobs_created, jobs_environment
+from portal.lifecycle.work import (
     DbClock,
     db_in,
     db_now,
@@ -43,12 +47,8 @@ from portal.core.slurm_work import (
     sbatch_uncertain,
     sbatch_worst_case,
 )
-from portal.core.tracking_tokens import tracking_environment
-from portal.jobs.models import IN_SLURM_STATES, Job, JobState
-from portal.jobs.services.batch import jobs_submit_dispatch
-from portal.jobs.services.prepare import JobDraft, job_prepare
-from portal.jobs.services.rows import jobs_rows_update
-from portal.jobs.signals import jobs_changed, jobs_created, jobs_environment
+from portal.tokens.report import report_token
+from portal.tokens.tracking import tracking_environment
 from slurm.adapter import Slurm, Submit
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.user_files import job_output_dir_ensure

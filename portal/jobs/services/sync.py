@@ -14,13 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
-from portal.core.slurm_work import comment_key, db_now, due, duplicates, resubmit_allowed, rows_of
 from portal.jobs.models import IN_SLURM_STATES, TERMINAL_STATES, Job, JobState
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
 from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.rows import jobs_rows_update
 from portal.jobs.signals import jobs_changed, jobs_ended
+from portal.lifecycle.work import comment_key, db_now, due, duplicates, resubmit_allowed, rows_of
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
@@ -109,7 +109,7 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
     if changed:
         transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
 
-    # Due on the database's clock, as every lease and retry time is set (portal.core.slurm_work).
+    # Due on the database's clock, as every lease and retry time is set (portal.lifecycle.work).
     for job in Job.objects.filter(due(), state=JobState.QUEUED_IN_PORTAL).select_related("user"):
         if found := rows_of(by_comment.get(job.slurm_comment, []), comment=job.slurm_comment,
                             user=job.user.username):

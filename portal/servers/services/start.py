@@ -15,8 +15,6 @@ from portal.accounts.models import User
 from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import InvalidInput
 from portal.core.idempotency import idempotent_replay
-from portal.core.report_tokens import report_token
-from portal.core.tracking_tokens import tracking_token
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
 from portal.policy.rules import (
@@ -32,6 +30,8 @@ from portal.policy.services import policy_current, user_groups
 from portal.projects.selectors import user_projects
 from portal.servers.hub import HubError, HubUnavailable, JupyterHub
 from portal.servers.models import NotebookServer
+from portal.tokens.report import report_token
+from portal.tokens.tracking import tracking_token
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Tracking tokens: what a batch job or a notebook session presents to the portal's MLflow tracking
 API (portal.tracking) as MLFLOW_TRACKING_TOKEN, `Authorization: Bearer <token>`.
 
-Signed like report tokens (portal.core.report_tokens), with a salt of their own so that neither works
+Signed like report tokens (portal.tokens.report), with a salt of their own so that neither works
 in the other's place: `<kind>:<pk>:<signature>`, no table. Kept in core, as report tokens are, because
 the apps that mint them (jobs at sbatch time) sit below portal.tracking, which reads them.
 """

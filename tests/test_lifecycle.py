@@ -1,4 +1,4 @@
-"""The engine's rules on their own (portal.core.slurm_work); tests/jobs/test_fencing_real.py runs
+"""The engine's rules on their own (portal.lifecycle.work); tests/jobs/test_fencing_real.py runs
 them against the real cluster."""
 
 from dataclasses import dataclass
@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from portal.core.slurm_work import (
+from portal.jobs.models import Job, JobState
+from portal.jobs.services.submission import job_claim, jobs_claim, jobs_sbatch
+from portal.lifecycle.work import (
     Sbatch,
     db_in,
     db_now,
@@ -18,8 +20,6 @@ from portal.core.slurm_work import (
     rows_of,
     sbatch_attempt,
 )
-from portal.jobs.models import Job, JobState
-from portal.jobs.services.submission import job_claim, jobs_claim, jobs_sbatch
 from slurm.errors import SlurmTimedOut
 from tests.factories import JobFactory
 from tests.jobs.test_first_attempts import StubSlurm
@@ -106,7 +106,7 @@ def test_a_claim_that_stalled_for_most_of_its_lease_sends_nothing_and_leaves_the
     jobs = [_due_job(), _due_job()]
     claimed = jobs_claim(job_ids=[job.pk for job in jobs])
     stalled = settings.JOBS_SUBMIT_LEASE_SECONDS - 5  # less left than any sbatch may take
-    monkeypatch.setattr("portal.core.slurm_work.db_now", lambda: db_now() + timedelta(seconds=stalled))
+    monkeypatch.setattr("portal.lifecycle.work.db_now", lambda: db_now() + timedelta(seconds=stalled))
     jobs_sbatch(jobs=claimed, slurm=stub)
     assert stub.submitted == []
     monkeypatch.undo()
