@@ -45,6 +45,7 @@ system_account() {
 }
 system_account "$PORTAL_USER" "$PORTAL_HOME"
 system_account "$HUB_USER" "$GPUPORTAL_STATE/hub"
+system_account "$APPS_USER" "$APPS_HOME"
 
 # The job-files and sbatch-batch helpers (root-owned, run as the user through sudo) and the sudoers
 # fragment; a fragment is checked with visudo before it replaces the installed one, so a bad edit

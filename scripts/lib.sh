@@ -45,12 +45,30 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # then reads PORTAL_ENV, so no secret passes through a command line or root's environment. LOGFILE
 # is opened by the account itself, in its own log dir ("-": keep the caller's stdout/stderr).
 # No --no-new-privs: the account needs sudo (setuid) for what deploy/sudoers.d/gpuportal allows.
+AS_ACCOUNT_SHELL=(
+  /bin/sh -c 'umask 027; set -a; . "$1"; set +a; [ "$2" = - ] || exec >>"$2" 2>&1; shift 2; exec "$@"'
+)
 AS_PORTAL=(
   env -i PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$PORTAL_HOME" USER="$PORTAL_USER"
   LOGNAME="$PORTAL_USER" SHELL=/usr/sbin/nologin LANG=C.UTF-8
   setpriv --reuid="$PORTAL_USER" --regid="$PORTAL_USER" --init-groups --inh-caps=-all --
-  /bin/sh -c 'umask 027; set -a; . "$1"; set +a; [ "$2" = - ] || exec >>"$2" 2>&1; shift 2; exec "$@"'
-  as-portal "$PORTAL_ENV"
+  "${AS_ACCOUNT_SHELL[@]}" as-portal "$PORTAL_ENV"
+)
+
+# The apps gateway (#33): an account of its own, not in the portal's group, with an environment file
+# of its own that holds its database role, APPS_SIGNING_KEY and its settings, and none of the portal's
+# or the hub's secrets (deploy/apps-gateway.env.example). Its home is root's, like the portal's; log/
+# is its own. "${AS_APPS[@]}" LOGFILE|- COMMAND... is AS_PORTAL for it, with no new privileges: it
+# needs no sudo.
+APPS_USER=gpuportal-apps
+APPS_HOME="$GPUPORTAL_STATE/apps-gateway"
+APPS_LOG="$APPS_HOME/log"
+APPS_ENV="$APPS_HOME/apps-gateway.env"
+AS_APPS=(
+  env -i PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$APPS_HOME" USER="$APPS_USER"
+  LOGNAME="$APPS_USER" SHELL=/usr/sbin/nologin LANG=C.UTF-8
+  setpriv --reuid="$APPS_USER" --regid="$APPS_USER" --init-groups --inh-caps=-all --no-new-privs --
+  "${AS_ACCOUNT_SHELL[@]}" as-apps-gateway "$APPS_ENV"
 )
 
 # secret_read FILE KEY: the value of KEY in FILE if it looks like a generated secret (32 or more of

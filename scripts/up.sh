@@ -67,8 +67,62 @@ portal_env_write() {
 }
 portal_env_write
 
+# The apps gateway's own environment file (#33): its settings, its database role and APPS_SIGNING_KEY
+# (the portal's: the portal mints the grants it checks), nothing of the portal's or the hub's
+# secrets. The role's password is generated once, kept only here, and set on the role every run.
+APPS_SETTINGS='^(APPS_[A-Z0-9_]+|REDIS_URL|CACHE_URL|TIME_ZONE|LOG_LEVEL|DATABASE_CONN_MAX_AGE)$'
+read -r DB_ROLE DB_HOST DB_PORT DB_NAME < <(python3 -c 'import sys, urllib.parse as u
+p = u.urlsplit(sys.argv[1]); print(p.username, p.hostname, p.port, p.path.strip("/"))' "$DATABASE_URL")
+APPS_ROLE="${DB_ROLE}_gateway"
+# The bed's superuser over its socket (slurm/dev/services/postgres.sh: peer authentication).
+PG_SOCKET="$GPUPORTAL_STATE/postgres/run"
+pg_as_admin() {
+  runuser -u postgres -- psql -h "$PG_SOCKET" -p "$DB_PORT" -U postgres -d postgres -XtAq -v ON_ERROR_STOP=1 "$@"
+}
+apps_env_write() {
+  local password name tmp apps_key
+  apps_key=$(secret_read "$PORTAL_ENV" APPS_SIGNING_KEY)
+  [[ -n $apps_key ]] || die "no APPS_SIGNING_KEY in $PORTAL_ENV"
+  password=""
+  [[ ! -f $APPS_ENV ]] ||
+    password=$(sed -n "s|^DATABASE_URL='[a-z]*://$APPS_ROLE:\([A-Za-z0-9_-]\{32,\}\)@.*|\1|p" "$APPS_ENV" | tail -n1)
+  [[ -n $password ]] || { say "generating the apps gateway's database password"; password=$(openssl rand -hex 32); }
+  pg_as_admin <<SQL >/dev/null
+SELECT format('CREATE ROLE %I LOGIN', '$APPS_ROLE')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$APPS_ROLE') \gexec
+ALTER ROLE "$APPS_ROLE" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '$password';
+SQL
+  install -d -o root -g root -m 0755 "$APPS_HOME"
+  install -d -o "$APPS_USER" -g "$APPS_USER" -m 0750 "$APPS_LOG"
+  tmp=$(mktemp "$APPS_HOME/.apps-gateway.env.XXXXXX")
+  {
+    echo "# Written by scripts/up.sh on every run: the apps gateway's settings and secrets, none of the"
+    echo "# portal's or the hub's. Mode 0600, owner $APPS_USER. Format: deploy/apps-gateway.env.example."
+    echo "DJANGO_SETTINGS_MODULE='portal.settings.gateway'"
+    for name in $(compgen -e | grep -E "$APPS_SETTINGS" | grep -v '^APPS_SIGNING_KEY$' | sort); do
+      [[ ${!name} != *"'"* && ${!name} != *$'\n'* ]] || die "$name: quotes and newlines are not supported"
+      printf "%s='%s'\n" "$name" "${!name}"
+    done
+    printf "DATABASE_URL='postgres://%s:%s@%s:%s/%s'\n" "$APPS_ROLE" "$password" "$DB_HOST" "$DB_PORT" "$DB_NAME"
+    printf "APPS_SIGNING_KEY='%s'\n" "$apps_key"
+  } >"$tmp"
+  if cmp -s "$tmp" "$APPS_ENV" && [[ $(stat -c %a:%U "$APPS_ENV") == "600:$APPS_USER" ]]; then
+    rm -f "$tmp"
+    return
+  fi
+  chown "$APPS_USER:$APPS_USER" "$tmp"
+  chmod 600 "$tmp"
+  mv -f "$tmp" "$APPS_ENV"
+}
+apps_env_write
+
 cd "$ROOT"
 "${AS_PORTAL[@]}" - python manage.py migrate --noinput >/dev/null
+# The gateway's role gets exactly what it reads and writes, from the database admin, after every
+# migrate (docs/deploy.md does the same in production).
+runuser -u postgres -- env -i PATH="$VENV/bin:/usr/bin:/bin" DJANGO_SETTINGS_MODULE=portal.settings.base \
+  python manage.py apps_gateway_grants --role "$APPS_ROLE" \
+  --database-url "postgresql:///$DB_NAME?host=$PG_SOCKET&port=$DB_PORT" >/dev/null
 "${AS_PORTAL[@]}" - python manage.py hub_oauth_app >/dev/null
 "${AS_PORTAL[@]}" - python manage.py environments_sync
 "${AS_PORTAL[@]}" - python manage.py apps_catalog_sync
@@ -110,8 +164,13 @@ start gunicorn gunicorn portal.wsgi --bind "$PORTAL_HOST:$PORTAL_PORT" --workers
 start celery-worker celery -A portal.celery_app worker --loglevel INFO --pool threads --concurrency 8 \
   --hostname "worker@%h"
 start celery-beat celery -A portal.celery_app beat --loglevel INFO --schedule "$PORTAL_RUN/celerybeat-schedule"
-# Users' web apps, each on its own host under APPS_ORIGIN (tornado; portal/webapps/gateway).
-start apps-gateway python manage.py apps_gateway
+# Users' web apps, each on its own host under APPS_ORIGIN (tornado; portal/webapps/gateway), as the
+# gateway's own account with its own environment file.
+if ! running apps-gateway; then
+  say "starting apps-gateway (as $APPS_USER)"
+  setsid "${AS_APPS[@]}" "$APPS_LOG/apps-gateway.log" python manage.py apps_gateway </dev/null &
+  echo $! >"$RUN/apps-gateway.pid"
+fi
 say "starting JupyterHub and its proxy (as $HUB_USER)"
 "$ROOT/spawners/hub.sh" start
 
