@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 [[ $EUID -eq 0 ]] || die "run as root"
 "$ROOT/scripts/down.sh"
 # The MLflow venvs are keyed by their pinned version (scripts/mlflow-client.sh).
-KEEP="mlflow-client-venv mlflow-server-venv" ACCOUNTS="$PORTAL_USER $HUB_USER" "$ROOT/slurm/dev/purge.sh"
+KEEP="mlflow-client-venv mlflow-server-venv" ACCOUNTS="$PORTAL_USER $HUB_USER $APPS_USER" "$ROOT/slurm/dev/purge.sh"
 rm -rf /usr/local/libexec/gpuportal
 rm -f /usr/local/bin/gpuportal
 rm -f /etc/sudoers.d/gpuportal /etc/sudoers.d/gpuportal-*

@@ -196,5 +196,6 @@ Demo logins (LDAP):
   eve   / eve-pw     not in portal-users: refused
 
 Portal logs: $PORTAL_LOG (runs as $PORTAL_USER)    Hub: $GPUPORTAL_STATE/hub/log (as $HUB_USER)
+Apps gateway log: $APPS_LOG (runs as $APPS_USER, its settings in $APPS_ENV)
 Cluster logs: $LOG    Stop everything: make down
 MSG

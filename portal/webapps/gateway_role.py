@@ -3,9 +3,10 @@ state (active, app generation), notes last_access, and records redeemed grants; 
 gateway taken over reads no session, API token, job or password hash, and deletes no app.
 
 Its grants are applied by the database admin (`manage.py apps_gateway_grants`, after every migrate),
-as the audit seal is: the portal's role, which owns the tables, is not trusted with the gateway's
-privileges. Column privileges: the gateway's queries name their columns (gateway/store.py).
-Every statement is idempotent."""
+as the audit seal is: only the admin may revoke on every table (the sealed audit tables are not the
+portal's), and the role is the admin's to create, its password the gateway's alone. Column
+privileges: the gateway's queries name their columns (gateway/store.py). Every statement is
+idempotent."""
 
 import psycopg
 from psycopg import sql
@@ -56,7 +57,8 @@ def grant(admin: psycopg.Connection, *, role: str) -> None:
 
 
 def problems(connection: psycopg.Connection, *, role: str) -> list[str]:
-    """What `role` may do beyond grants() in this database, read from the catalog; [] when nothing."""
+    """What `role` may do beyond grants(), or lacks of them, in this database, read from the catalog
+    (any role may ask); [] when it has exactly them."""
     found: list[str] = []
     expected = {(table, privilege) for table, privilege, _ in grants()}
     with connection.cursor() as cursor:
