@@ -69,8 +69,9 @@ portal_env_write
 
 # The apps gateway's own environment file (#33): its settings, its database role and APPS_SIGNING_KEY
 # (the portal's: the portal mints the grants it checks), nothing of the portal's or the hub's
-# secrets. The role's password is generated once, kept only here, and set on the role every run.
-APPS_SETTINGS='^(APPS_[A-Z0-9_]+|REDIS_URL|CACHE_URL|TIME_ZONE|LOG_LEVEL|DATABASE_CONN_MAX_AGE)$'
+# secrets, and no REDIS_URL (Redis is the task broker; the gateway needs none). The role's password
+# is generated once, kept only here, and set on the role every run.
+APPS_SETTINGS='^(APPS_[A-Z0-9_]+|TIME_ZONE|LOG_LEVEL|DATABASE_CONN_MAX_AGE)$'
 read -r DB_ROLE DB_HOST DB_PORT DB_NAME < <(python3 -c 'import sys, urllib.parse as u
 p = u.urlsplit(sys.argv[1]); print(p.username, p.hostname, p.port, p.path.strip("/"))' "$DATABASE_URL")
 APPS_ROLE="${DB_ROLE}_gateway"

@@ -51,9 +51,10 @@ UNIT = "gpuportal-apps-gateway.service"
 APPS_USER = "gpuportal-apps"
 AS_APPS_GATEWAY = Path(__file__).with_name("as_apps_gateway.sh")
 APPS_HOST = "apps.localhost"
-# What the gateway must never hold (portal.settings.gateway refuses them too).
+# What the gateway must never hold: portal.settings.gateway refuses the secrets; Redis, the task
+# broker, it is not given.
 FOREIGN = ("DJANGO_SECRET_KEY", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET",
-           "LDAP_BIND_PASSWORD")
+           "LDAP_BIND_PASSWORD", "REDIS_URL", "CACHE_URL")
 BED_STATE = Path(os.environ.get("GPUPORTAL_STATE", "/var/lib/gpuportal"))
 # The portal's and the hub's secrets on this machine (scripts/up.sh, spawners/hub.sh).
 OTHERS_FILES = (BED_STATE / "portal" / "gpuportal.env", BED_STATE / "hub" / "secrets.env")
@@ -165,7 +166,7 @@ def gateway() -> Iterator[Gateway]:
         env = {"DJANGO_SETTINGS_MODULE": "portal.settings.gateway_production",
                "APPS_SIGNING_KEY": production["APPS_SIGNING_KEY"],
                "DATABASE_URL": f"postgres://{role}:{password}@{bed.hostname}:{bed.port}/{name}",
-               "REDIS_URL": os.environ["REDIS_URL"], "APPS_ORIGIN": f"https://{APPS_HOST}",
+               "APPS_ORIGIN": f"https://{APPS_HOST}",
                "APPS_GATEWAY_BIND": f"127.0.0.1:{port}"}
         env_file = _env_file(gateway_dir, env, APPS_USER)
         (command,) = unit_commands(UNIT, "ExecStart")
