@@ -1,4 +1,5 @@
-"""(a) After `make up`: the portal's and the hub's processes run as their own unprivileged accounts,
+"""(a) After `make up`: the portal's, the hub's and the apps gateway's processes run as their own
+unprivileged accounts,
 own their run/log dirs, and their secrets are files of mode 0600 owned by the account that needs them."""
 
 import os
@@ -116,3 +117,29 @@ def _values(path: Path) -> dict[str, str]:
             key, value = line.split("=", 1)
             values[key] = value.strip("'")
     return values
+
+
+APPS_USER = "gpuportal-apps"
+
+
+def test_the_apps_gateway_runs_as_its_own_account_with_a_file_of_its_own():
+    # #33: not the portal's account, not in its group, and none of the portal's or the hub's secrets.
+    pid = _pid(STATE / "run" / "apps-gateway.pid")
+    apps, portal_account = pwd.getpwnam(APPS_USER), pwd.getpwnam(PORTAL_USER)
+    status = Path(f"/proc/{pid}/status").read_text()
+    uid = apps.pw_uid
+    assert re.search(rf"^Uid:\s+{uid}\s+{uid}\s+{uid}\s+{uid}$", status, re.MULTILINE), status
+    assert str(portal_account.pw_gid) not in re.search(r"^Groups:(.*)$", status, re.MULTILINE)[1].split()
+    gateway_env, portal_env = STATE / "apps-gateway/apps-gateway.env", STATE / "portal/gpuportal.env"
+    assert _owner_and_mode(gateway_env) == (APPS_USER, 0o600)
+    assert _owner_and_mode(gateway_env.parent) == ("root", 0o755)
+    gateway, portal = _values(gateway_env), _values(portal_env)
+    assert gateway["APPS_SIGNING_KEY"] == portal["APPS_SIGNING_KEY"]
+    assert gateway["DATABASE_URL"].split("://", 1)[1].startswith("gpuportal_gateway:")
+    environ = {item.split("=", 1)[0] for item in Path(f"/proc/{pid}/environ").read_text().split("\0")}
+    foreign = {"DJANGO_SECRET_KEY", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET",
+               "LDAP_BIND_PASSWORD", "REDIS_URL"}
+    assert foreign & (set(gateway) | environ) == set()
+    as_apps = ["/usr/bin/setpriv", f"--reuid={APPS_USER}", f"--regid={APPS_USER}", "--init-groups", "--"]
+    for path in (portal_env, STATE / "hub/secrets.env"):
+        assert subprocess.run([*as_apps, "/bin/cat", str(path)], capture_output=True).returncode != 0, path
