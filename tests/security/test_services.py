@@ -1,6 +1,6 @@
 """(a) After `make up`: the portal's, the hub's and the apps gateway's processes run as their own
-unprivileged accounts,
-own their run/log dirs, and their secrets are files of mode 0600 owned by the account that needs them."""
+unprivileged accounts, own their run/log dirs, and their secrets are files of mode 0600 owned by the
+account that needs them."""
 
 import os
 import pwd
