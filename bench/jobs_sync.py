@@ -67,7 +67,7 @@ def main() -> None:
         begin = time.perf_counter()
         queue = parse_squeue(squeue_text, delimiter).rows
         parsed = time.perf_counter()
-        report = queue_follow(queue=queue, queried_at=timezone.now(), slurm=slurm).jobs
+        report = queue_follow(queue=queue, queried_at=timezone.now(), slurm=slurm).kinds["jobs"]
         done = time.perf_counter()
         completed = Job.objects.filter(state=JobState.COMPLETED).count()
         print(f"round {round_}: {args.active:,} active jobs -> sync {1000 * (done - begin):7.1f} ms "

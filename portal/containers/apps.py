@@ -5,3 +5,9 @@ class ContainersConfig(AppConfig):
     name = "portal.containers"
     label = "containers"
     verbose_name = "Containers"
+
+    def ready(self) -> None:
+        # Its work, for the poll cycle (portal.lifecycle.kinds).
+        from portal.containers.pulls import pulls_follow
+        from portal.lifecycle.kinds import Kind, kind_register
+        kind_register(Kind("pulls", pulls_follow, order=50))

@@ -33,6 +33,7 @@ from portal.containers.runtimes import (
 from portal.containers.secrets import scrub, secret_decrypt
 from portal.containers.services import home_of, image_environment_sync
 from portal.core.errors import Conflict, InvalidInput, PortalError, Unavailable
+from portal.lifecycle.kinds import Followed
 from portal.lifecycle.work import (
     Unsettled,
     WorkKind,
@@ -40,6 +41,7 @@ from portal.lifecycle.work import (
     lease_claim,
     sbatch_answer_lost_fence,
     sbatch_attempt,
+    unsettled_followed,
     work_apply_accounting,
     work_apply_queue,
     work_dispatch,
@@ -249,6 +251,13 @@ def pulls_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, slurm: Sl
         elif pull.submitted_at is not None and pull.submitted_at < queried_at:
             unsettled.left.append(pull)  # gone from the queue, or finished in it: sacct says how
     return unsettled
+
+
+def pulls_follow(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
+    """Pulls as a kind of the poll cycle's work (portal.lifecycle.kinds)."""
+    unsettled = pulls_apply_queue(queue=queue, queried_at=queried_at, slurm=slurm)
+    return unsettled_followed(unsettled, settle=lambda rows: pulls_apply_accounting(unsettled=unsettled,
+                                                                                    rows=rows))
 
 
 def pulls_apply_accounting(*, unsettled: Unsettled[Pull], rows: list[AccountedJob]) -> None:

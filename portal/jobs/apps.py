@@ -11,3 +11,6 @@ class JobsConfig(AppConfig):
         from portal.jobs.job_templates import catalog
 
         catalog()
+        from portal.jobs.services.sync import jobs_follow
+        from portal.lifecycle.kinds import Kind, kind_register
+        kind_register(Kind("jobs", jobs_follow, order=20))

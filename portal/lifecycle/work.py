@@ -35,6 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Func, Model, Q, QuerySet, Value
 
+from portal.lifecycle.kinds import Followed
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.parsing import AccountedJob, QueuedJob
@@ -197,6 +198,13 @@ class Unsettled(Generic[M]):
         if not rows:
             return None
         return min(getattr(work, self.kind.created) for work in rows), {work.user.username for work in rows}
+
+
+def unsettled_followed(unsettled: Unsettled[M], *,
+                       settle: Callable[[list[AccountedJob]], object]) -> Followed:
+    """What a kind following these rules leaves for the poll cycle's one sacct (lifecycle.kinds)."""
+    return Followed(ids=[work.slurm_job_id for work in unsettled.left], span=unsettled.span(),
+                    by_comment=bool(unsettled.unresolved), settle=settle)
 
 
 def work_dispatch(*, send: Callable[[], object], waiting: QuerySet) -> None:

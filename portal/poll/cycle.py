@@ -1,6 +1,6 @@
 """One poll cycle for everybody: one snapshot (`sinfo` + `squeue`) and one listing of the hub's
-servers, then jobs and notebook servers follow that same queue, and at most one `sacct` answers for
-what left it.
+servers, then every registered kind of work (portal.lifecycle.kinds: sweeps, jobs, sessions, web
+apps, pulls) follows that same queue, and at most one `sacct` answers for what left it.
 
 The cycle has a time budget (POLL_CYCLE_BUDGET_SECONDS, under Celery's hard kill): the snapshot, the
 hub's listing and following the queue always run; the steps after them that can wait (stop retries,
@@ -8,48 +8,39 @@ queue timeouts, idle GPUs, why work waits, efficiency, budgets) are skipped once
 the next cycle does them. Its hub has a breaker: once the hub has not answered, later calls of this
 cycle fail at once instead of each waiting out its timeout.
 
-This module sits above the apps it orchestrates (cluster, jobs, servers, web apps, pulls, idle
-GPUs); none of them imports it.
+This module sits above the apps it orchestrates (cluster, sessions, idle GPUs, waits, budgets);
+none of them imports it. It names no kind of work: each registers itself.
 """
 
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 
 from portal.cluster.models import PollStatus
 from portal.cluster.services import cluster_refresh
-from portal.containers.pulls import pulls_apply_accounting, pulls_apply_queue
 from portal.core.locks import advisory_lock
 from portal.core.versions import cluster_changed
 from portal.efficiency.services import efficiency_record
 from portal.gpus.idle import IdleReport, idle_gpus_follow
-from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting, jobs_apply_queue
-from portal.lifecycle.work import Unsettled, work_apply_accounting, work_apply_queue
+from portal.lifecycle.kinds import accounting_for, kinds
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh
 from portal.servers.hub import JupyterHub
-from portal.servers.models import NotebookServer
 from portal.servers.orphans import servers_orphans_cancel, servers_stop_retry
 from portal.servers.services.hub_sync import servers_hub_sync
-from portal.servers.services.slurm_sync import (
-    servers_apply_accounting,
-    servers_apply_queue,
-    servers_queue_publish,
-)
+from portal.servers.services.slurm_sync import servers_queue_publish
 from portal.servers.services.start import servers_spawn_retry
 from portal.servers.services.stop import servers_queue_timeout
-from portal.sweeps.services import sweeps_follow
 from portal.waits.services import waits_refresh
-from portal.webapps.services import APPS_WORK, apps_follow
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
-from slurm.parsing import AccountedJob, QueuedJob
+from slurm.parsing import QueuedJob
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +51,8 @@ LOCK = "gpuportal.poll-cycle"
 class CycleReport:
     ran: bool = False  # False: another cycle held the lock, this one did nothing
     status: PollStatus | None = None
-    jobs: SyncReport = field(default_factory=SyncReport)
-    servers_ended: int = 0
+    kinds: dict[str, Any] = field(default_factory=dict)  # each kind of work's report, by its name
+    errors: list[str] = field(default_factory=list)  # the cycle's sacct, when it failed
     servers_cancelled: int = 0
     servers_orphans_cancelled: int = 0  # live Slurm jobs of sessions the portal had ended
     servers_stops_retried: int = 0  # stops the hub had not carried out, carried out now
@@ -100,7 +91,9 @@ def _cycle(slurm: Slurm) -> CycleReport:
     inactive = inactive_work_end(queue=queue, slurm=slurm)
     servers_queue_publish(queue=queue, taken_before=status.checked_at)  # the hub's routine polls
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
-    apps_follow(slurm=slurm)  # an app that answered is ready as soon as the snapshot names its node
+    for kind in kinds():
+        if kind.after is not None:
+            kind.after(slurm)
     report.status = status
     report.inactive = inactive
     now = status.checked_at
@@ -135,27 +128,23 @@ def _cycle(slurm: Slurm) -> CycleReport:
 
 
 def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> CycleReport:
-    """Jobs, servers, web apps and pulls follow this cycle's queue; one `sacct` settles what
-    left it and finds due submissions by comment. If sacct fails, nothing that needed it changes."""
+    """Every registered kind of work follows this cycle's queue; one `sacct` settles what left it
+    and finds due submissions by comment. If sacct fails, nothing that needed it changes."""
     report = CycleReport(ran=True)
-    sweeps_follow(queue=queue)  # each array task's state, before the array's job may leave the queue
-    unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report.jobs, slurm=slurm)
-    servers_left = servers_apply_queue(queue=queue, now=queried_at)
-    apps = work_apply_queue(kind=APPS_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
-    pulls = pulls_apply_queue(queue=queue, queried_at=queried_at, slurm=slurm)
-    if not (unsettled.left or unsettled.unresolved or servers_left or apps or pulls):
+    followed = {kind.name: kind.follow(queue, queried_at, slurm) for kind in kinds()}
+    report.kinds = {name: one.report for name, one in followed.items()}
+    waiting = [one for one in followed.values() if one.waiting]
+    if not waiting:
         return report
     try:
-        rows = _accounting(slurm, unsettled, servers_left, [apps, pulls])
+        rows = accounting_for(slurm, waiting)
     except SlurmError as error:
         logger.warning("sacct failed, states left as they were: %s", error.message)
-        report.jobs.errors.append(error.message)
+        report.errors.append(error.message)
         return report
     report.sacct_calls = 1
-    jobs_apply_accounting(unsettled=unsettled, rows=rows, report=report.jobs)
-    report.servers_ended = servers_apply_accounting(servers=servers_left, rows=rows)
-    work_apply_accounting(unsettled=apps, rows=rows)
-    pulls_apply_accounting(unsettled=pulls, rows=rows)
+    for one in waiting:
+        one.settle(rows)
     return report
 
 
@@ -166,20 +155,3 @@ def _efficiency_record(slurm: Slurm, *, now: datetime) -> int:
     except SlurmError as error:
         logger.warning("efficiency figures left for the next cycle: %s", error.message)
         return 0
-
-
-def _accounting(slurm: Slurm, unsettled: JobsUnsettled, servers_left: list[NotebookServer],
-                others: list[Unsettled]) -> list[AccountedJob]:
-    """One `sacct`: by job id, or, when a retried submission must be looked up by its UUID, every
-    job of the users concerned since the oldest submission."""
-    ids = [job.slurm_job_id for job in unsettled.left] + [server.job_id for server in servers_left]
-    ids += [work.slurm_job_id for other in others for work in other.left]
-    if not (unsettled.unresolved or any(other.unresolved for other in others)):
-        return slurm.accounting(job_ids=ids).rows
-    jobs = [*unsettled.left, *unsettled.unresolved]
-    spans = [span for other in others if (span := other.span()) is not None]
-    since = min([job.submitted_at for job in jobs] + [server.created_at for server in servers_left]
-                + [start for start, _ in spans])
-    users = ({job.user.username for job in jobs} | {server.user.username for server in servers_left}
-             | {name for _, names in spans for name in names})
-    return slurm.accounting(since=since - timedelta(minutes=1), users=sorted(users)).rows

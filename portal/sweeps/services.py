@@ -7,6 +7,7 @@ import random
 import re
 import shlex
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -18,9 +19,11 @@ from portal.jobs.models import IN_SLURM_STATES
 from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.services.submission import job_cancel
+from portal.lifecycle.kinds import Followed
 from portal.policy.services import policy_current, user_groups
 from portal.sweeps.models import Direction, Method, Sweep
 from slurm import states as slurm_states
+from slurm.adapter import Slurm
 from slurm.parsing import QueuedJob, array_tasks
 
 MAX_TASKS = 1000
@@ -215,6 +218,12 @@ def sweep_cancel(*, sweep: Sweep) -> Sweep:
     job_cancel(job=sweep.job)
     sweep.refresh_from_db()
     return sweep
+
+
+def sweeps_follow_queue(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
+    """Sweeps as the first kind the poll cycle follows (portal.lifecycle.kinds): each array task's
+    state, before the jobs fold an array into one row; nothing for sacct."""
+    return Followed(report=sweeps_follow(queue=queue))
 
 
 def sweeps_follow(*, queue: list[QueuedJob]) -> int:

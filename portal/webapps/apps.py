@@ -5,3 +5,9 @@ class WebAppsConfig(AppConfig):
     name = "portal.webapps"
     label = "webapps"
     verbose_name = "Web apps"
+
+    def ready(self) -> None:
+        # Its work, for the poll cycle (portal.lifecycle.kinds).
+        from portal.lifecycle.kinds import Kind, kind_register
+        from portal.webapps.services import apps_follow, apps_follow_queue
+        kind_register(Kind("apps", apps_follow_queue, order=40, after=lambda slurm: apps_follow(slurm=slurm)))

@@ -27,12 +27,16 @@ from portal.environments.models import Environment
 from portal.jobs.job_templates import TemplateError
 from portal.jobs.models import Job
 from portal.jobs.services.prepare import unix_account
+from portal.lifecycle.kinds import Followed
 from portal.lifecycle.work import (
     WorkKind,
     fenced,
     lease_claim,
     sbatch_answer_lost_fence,
     sbatch_attempt,
+    unsettled_followed,
+    work_apply_accounting,
+    work_apply_queue,
     work_dispatch,
     work_hand_over,
 )
@@ -43,7 +47,7 @@ from portal.webapps.script import app_job_environment, app_script
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
-from slurm.parsing import first_node
+from slurm.parsing import QueuedJob, first_node
 from slurm.user_files import OutputUnsafe, job_output_dir_ensure, job_output_read
 
 logger = logging.getLogger(__name__)
@@ -211,6 +215,14 @@ def _poll_soon() -> None:
         current_app.tasks["portal.poll.tasks.poll_cycle_soon"].delay()
     except Exception as error:  # any broker failure means "the next tick", never a 5xx
         logger.warning("could not ask for an early poll cycle: %s", error)
+
+
+def apps_follow_queue(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
+    """Web apps as a kind of the poll cycle's work (portal.lifecycle.kinds); after the cycle's sacct,
+    an app that answered is ready as soon as the snapshot names its node (`apps_follow`)."""
+    unsettled = work_apply_queue(kind=APPS_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
+    return unsettled_followed(unsettled, settle=lambda rows: work_apply_accounting(unsettled=unsettled,
+                                                                                   rows=rows))
 
 
 def apps_follow(*, slurm: Slurm | None = None) -> None:

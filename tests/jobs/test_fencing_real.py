@@ -42,7 +42,7 @@ def _plant(user: str, comment: str) -> str:
 def _cycle(slurm: Slurm):
     report = poll_cycle(slurm=slurm)
     assert report.ran and report.status.error == "", report
-    return report.jobs
+    return report.kinds["jobs"]
 
 
 def _job(user) -> Job:

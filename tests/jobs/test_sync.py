@@ -24,7 +24,7 @@ NOW = timezone.now()
 def jobs_sync(*, queue, slurm, queried_at):
     """The jobs' part of a poll cycle, after the snapshot: this queue, then at most one sacct."""
     report = queue_follow(queue=queue, queried_at=queried_at, slurm=slurm)
-    return SimpleNamespace(**vars(report.jobs), sacct_calls=report.sacct_calls)
+    return SimpleNamespace(**vars(report.kinds["jobs"]), sacct_calls=report.sacct_calls, errors=report.errors)
 
 
 @pytest.mark.parametrize(("slurm_state", "ours"), [

@@ -20,6 +20,7 @@ from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.rows import jobs_rows_update
 from portal.jobs.signals import jobs_changed, jobs_ended
+from portal.lifecycle.kinds import Followed, span_of
 from portal.lifecycle.work import comment_key, db_now, due, duplicates, resubmit_allowed, rows_of
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
@@ -62,7 +63,6 @@ class SyncReport:
     fenced: int = 0  # possibly submitted: not sent again before a full cycle's lookup
     duplicates_cancelled: list[str] = field(default_factory=list)
     ended_cancelled: list[str] = field(default_factory=list)  # live Slurm jobs of jobs the portal ended
-    errors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -77,6 +77,18 @@ class JobsUnsettled:
 _LIVE_FIELDS = ["state", "reason", "pending_reasons", "started_at", "node_list", "gpus_allocated"]
 _FINAL_FIELDS = ["state", "reason", "started_at", "ended_at", "elapsed", "node_list", "gpus_allocated",
                  "gpu_hours", "exit_code", "exit_signal"]
+
+
+def jobs_follow(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
+    """Jobs as a kind of the poll cycle's work (portal.lifecycle.kinds); its report is a SyncReport."""
+    report = SyncReport()
+    unsettled = jobs_apply_queue(queue=queue, queried_at=queried_at, report=report, slurm=slurm)
+    rows = [*unsettled.left, *unsettled.unresolved]
+    return Followed(ids=[job.slurm_job_id for job in unsettled.left],
+                    span=span_of((job.submitted_at, job.user.username) for job in rows),
+                    by_comment=bool(unsettled.unresolved), report=report,
+                    settle=lambda accounted: jobs_apply_accounting(unsettled=unsettled, rows=accounted,
+                                                                   report=report))
 
 
 def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: SyncReport,

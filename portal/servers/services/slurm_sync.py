@@ -4,7 +4,7 @@ key) and accounting (how it ended), the spawner's queued note, and the queue sha
 import json
 import logging
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,7 +14,9 @@ from django.utils import timezone
 
 from portal.core.audit_context import CULLER, HUB, acting_part
 from portal.core.published import file_publish
+from portal.lifecycle.kinds import Followed, span_of
 from portal.servers.models import NotebookServer
+from slurm.adapter import Slurm
 from slurm.parsing import AccountedJob, QueuedJob
 from slurm.states import CANCELLED, TIMEOUT, is_final, is_live, is_pending, is_running
 
@@ -108,6 +110,24 @@ def servers_queue_publish(*, queue: list[QueuedJob], taken_before: datetime) -> 
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+@dataclass
+class SessionsSettled:
+    ended: int = 0  # sessions the cycle's sacct ended
+
+
+def sessions_follow(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
+    """Sessions as a kind of the poll cycle's work (portal.lifecycle.kinds); the hub sends their
+    sbatch, so none is ever looked up by comment here (the orphans step cancels by key)."""
+    left = servers_apply_queue(queue=queue, now=queried_at)
+    report = SessionsSettled()
+
+    def settle(rows: list[AccountedJob]) -> None:
+        report.ended = servers_apply_accounting(servers=left, rows=rows)
+
+    return Followed(ids=[server.job_id for server in left], report=report, settle=settle,
+                    span=span_of((server.created_at, server.user.username) for server in left))
 
 
 def servers_apply_accounting(*, servers: list[NotebookServer], rows: list[AccountedJob]) -> int:
