@@ -23,7 +23,6 @@ from django.utils import timezone
 from portal.webapps.models import App, GrantUse
 
 GRANT_PATH = "/_gpuportal/grant"
-COOKIE_NAME = "gpuportal_app"
 # Distinct salts: a grant is never accepted as a cookie, nor a cookie as a grant.
 _GRANT_SALT = "gpuportal.webapps.grant"
 _COOKIE_SALT = "gpuportal.webapps.cookie"
@@ -62,6 +61,13 @@ def app_url(app: App) -> str:
 
 def cookie_secure() -> bool:
     return apps_origin_parts()[0] == "https"
+
+
+def cookie_name() -> str:
+    """The gateway's cookie on an app's host. Over https it is `__Host-` prefixed, which a browser
+    keeps only without Domain: another app under the same apps domain cannot plant or shadow it with
+    a `Domain=` cookie of its own (a plain http origin, as on the bed, cannot use the prefix)."""
+    return "__Host-gpuportal_app" if cookie_secure() else "gpuportal_app"
 
 
 def grant_mint(*, app: App) -> str:

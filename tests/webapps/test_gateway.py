@@ -43,9 +43,10 @@ def test_origin_and_urls(apps_origin, settings):
     assert grants.app_origin(app) == f"http://{app.uuid}.apps.localhost:8002"
     assert grants.app_url(app) == f"http://{app.uuid}.apps.localhost:8002/"
     assert grants.grant_url(app=app).startswith(f"http://{app.uuid}.apps.localhost:8002/_gpuportal/grant?token=")
+    assert not grants.cookie_secure() and grants.cookie_name() == "gpuportal_app"  # http: no prefix allowed
     settings.APPS_ORIGIN = "https://apps.example-usercontent.net"
     assert grants.app_origin(app) == f"https://{app.uuid}.apps.example-usercontent.net"
-    assert grants.cookie_secure()
+    assert grants.cookie_secure() and grants.cookie_name() == "__Host-gpuportal_app"
     settings.APPS_ORIGIN = "apps.example.org"
     with pytest.raises(ValueError, match="APPS_ORIGIN"):
         grants.app_origin(app)
@@ -189,7 +190,7 @@ def test_upstream_headers(apps_origin):
     app = make_app()
     headers = httputil.HTTPHeaders()
     for name, value in [("Host", "x.apps.localhost:8002"), ("Origin", "http://x.apps.localhost:8002"),
-                        ("Cookie", f"a=1; {grants.COOKIE_NAME}=secretcookie"), ("Cookie", "b=2"),
+                        ("Cookie", f"a=1; {grants.cookie_name()}=secretcookie"), ("Cookie", "b=2"),
                         ("Connection", "keep-alive, X-Private"), ("X-Private", "1"), ("Keep-Alive", "5"),
                         ("Transfer-Encoding", "chunked"), (AUTH_HEADER, "forged"),
                         ("X-Forwarded-For", "1.2.3.4"),
@@ -206,5 +207,5 @@ def test_upstream_headers(apps_origin):
         assert gone not in out
     # Only the gateway's cookie: no Cookie header at all.
     request = httputil.HTTPServerRequest(start_line=GET, headers=httputil.HTTPHeaders(
-        {"Host": "x.apps.localhost", "Cookie": f"{grants.COOKIE_NAME}=v"}))
+        {"Host": "x.apps.localhost", "Cookie": f"{grants.cookie_name()}=v"}))
     assert "Cookie" not in upstream_headers(request, app, method="GET", target="/")

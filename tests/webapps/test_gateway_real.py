@@ -246,7 +246,7 @@ def test_grant_then_cookie_then_content(bed):
     assert response.getheader("Cache-Control") == "no-store"
     set_cookie = response.getheader("Set-Cookie")
     attributes = {part.strip().split("=", 1)[0].lower() for part in set_cookie.split(";")[1:]}
-    assert set_cookie.startswith(f"{grants.COOKIE_NAME}=")
+    assert set_cookie.startswith(f"{grants.cookie_name()}=")
     assert {"httponly", "path", "max-age", "samesite"} <= attributes and "domain" not in attributes
     assert "SameSite=Lax" in set_cookie and "Max-Age=3600" in set_cookie and "Secure" not in set_cookie
     cookie = set_cookie.split(";", 1)[0]
@@ -277,6 +277,24 @@ def test_grant_then_cookie_then_content(bed):
     assert app.last_access is not None
 
 
+def test_behind_https_the_cookie_is_host_prefixed(bed, settings):
+    """#33: on an https apps origin (TLS ends at nginx), the gateway's cookie is `__Host-`: Secure,
+    Path=/ and no Domain, so no sibling app can plant or shadow it; it opens the app as before."""
+    settings.APPS_ORIGIN = settings.APPS_ORIGIN.replace("http://", "https://")
+    app = make_app(bed)
+    token = grants.grant_url(app=app).split("?", 1)[1]
+    response, _ = request(bed, app, f"{grants.GRANT_PATH}?{token}")
+    set_cookie = response.getheader("Set-Cookie")
+    attributes = {part.strip().split("=", 1)[0].lower() for part in set_cookie.split(";")[1:]}
+    assert response.status == 302 and set_cookie.startswith("__Host-gpuportal_app=")
+    assert {"secure", "path", "httponly"} <= attributes and "domain" not in attributes
+    assert "Path=/" in set_cookie
+    cookie = set_cookie.split(";", 1)[0]
+    planted = "gpuportal_app=planted-by-a-sibling"
+    assert request(bed, app, cookie=f"{planted}; {cookie}")[0].status == 200
+    assert "__Host-gpuportal_app" not in dict(bed["upstream"].seen[-1]["headers"]).get("Cookie", "")
+
+
 def test_reused_grant(bed):
     app = make_app(bed)
     token = grants.grant_url(app=app).split("?", 1)[1]
@@ -296,8 +314,8 @@ def test_another_users_grant_or_cookie(bed):
     assert_own_page(response, body, 403)
     # Bob's cookie for his app, and a genuine cookie of alice's app naming bob.
     bobs_cookie = sign_in(bed, bobs)
-    named_bob = f"{grants.COOKIE_NAME}={grants.app_cookie_value(app=alices, user_id=bobs.user_id)}"
-    for cookie in (bobs_cookie, named_bob, f"{grants.COOKIE_NAME}=forged", None):
+    named_bob = f"{grants.cookie_name()}={grants.app_cookie_value(app=alices, user_id=bobs.user_id)}"
+    for cookie in (bobs_cookie, named_bob, f"{grants.cookie_name()}=forged", None):
         response, body = request(bed, alices, cookie=cookie)
         assert_own_page(response, body, 403)
     assert not [s for s in bed["upstream"].seen if s["path"] == "/"]  # alice's app saw none of them
@@ -390,7 +408,7 @@ def test_websocket_echo(bed):
     seen = dict(bed["upstream"].seen[-1]["headers"])
     assert app.secret not in json.dumps(seen)
     assert seen["Origin"] == grants.app_origin(app) and seen["Host"] == host_of(app)
-    assert grants.COOKIE_NAME not in seen.get("Cookie", "")
+    assert grants.cookie_name() not in seen.get("Cookie", "")
     # Without the cookie, or from another origin: no upgrade.
     for cookie_sent, origin in (("a=1", None), (cookie, "http://evil.apps.localhost")):
         with pytest.raises(httpclient.HTTPClientError) as refused:
@@ -423,11 +441,11 @@ def test_chromium_never_sends_the_portals_cookie(bed, page):
     assert page.url == grants.app_url(app)
     assert page.text_content("body") == "hello from the app"
     cookies = {c["name"]: c for c in page.context.cookies(grants.app_url(app))}
-    assert set(cookies) == {grants.COOKIE_NAME, "app_own"} and cookies[grants.COOKIE_NAME]["httpOnly"]
+    assert set(cookies) == {grants.cookie_name(), "app_own"} and cookies[grants.cookie_name()]["httpOnly"]
     for seen in bed["upstream"].seen:
         sent = dict(seen["headers"]).get("Cookie", "")
         assert "portal-session" not in sent and "portal-csrf" not in sent
-        assert grants.COOKIE_NAME not in sent
+        assert grants.cookie_name() not in sent
     assert all(seen["signed"] for seen in bed["upstream"].seen)
     assert app.secret not in json.dumps(bed["upstream"].seen)
 

@@ -96,10 +96,10 @@ def signature(secret: str, *, method: str, target: str, host: str, now: float | 
 
 def _cookie_without_ours(headers: httputil.HTTPHeaders) -> str:
     """The Cookie header the app gets: its own cookies, never the gateway's."""
-    kept = []
+    kept, ours = [], grants.cookie_name()
     for value in headers.get_list("Cookie"):
         for pair in value.split(";"):
-            if pair.strip() and pair.split("=", 1)[0].strip() != grants.COOKIE_NAME:
+            if pair.strip() and pair.split("=", 1)[0].strip() != ours:
                 kept.append(pair.strip())
     return "; ".join(kept)
 
@@ -172,7 +172,7 @@ class GatewayHandler(web.RequestHandler):
     def signed_in(self, app: App) -> bool:
         """Whether this request's cookie still opens the app: its owner's, active, and issued since
         the owner's last logout (the app generation)."""
-        value = self.get_cookie(grants.COOKIE_NAME)
+        value = self.get_cookie(grants.cookie_name())
         user_id = grants.app_cookie_user(value=value, app=app) if value else None
         return user_id is not None and user_id == app.user_id and app.user.is_active
 
@@ -218,7 +218,7 @@ class GrantHandler(GatewayHandler):
         if user_id != app.user_id or not app.user.is_active:
             self.page(403, "This link cannot be used", "It is not for this app's owner.")
             return
-        self.set_cookie(grants.COOKIE_NAME, grants.app_cookie_value(app=app, user_id=user_id), path="/",
+        self.set_cookie(grants.cookie_name(), grants.app_cookie_value(app=app, user_id=user_id), path="/",
                         max_age=grants.app_cookie_max_age(app), httponly=True, samesite="Lax",
                         secure=grants.cookie_secure())
         # The token must not leak to the app through a Referer, nor stay in a cache.
