@@ -73,7 +73,7 @@ JOB = {"template": "custom", "parameters": {"commands": "sleep 300", "gpus": 0, 
 # server's other backends serve other work (other sessions' tests) and only add noise here.
 SERVICES = {"slurmctld": "", "slurmdbd": "", "slurmrestd": "", "mariadbd": "",
             "postgres": " bench_submit ", "redis-server": ":6390"}
-STACK: list[int] = []  # pids of the bench's own gunicorn and Celery worker
+STACK: dict[int, str] = {}  # pid: "gunicorn" or "celery", the bench's own portal
 
 
 def _processes() -> dict[int, tuple[int, str, str, float]]:
@@ -104,7 +104,7 @@ def cpu_seconds() -> dict[str, float]:
     parts: dict[str, float] = {}
     for root, (_, name, args, _) in processes.items():
         if root in STACK:
-            name = "portal"
+            name = STACK[root]
         elif name not in SERVICES or SERVICES[name] not in args:
             continue
         todo = [root]
@@ -234,7 +234,8 @@ def portal_stack(adapter: str) -> Iterator[None]:
                                   env={"PATH": path, "HOME": str(STATE / "portal"), "LANG": "C.UTF-8"},
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for command in commands]
-    STACK[:] = [process.pid for process in processes]
+    STACK.clear()
+    STACK.update({process.pid: command[0] for process, command in zip(processes, commands, strict=True)})
     try:
         for _ in range(300):
             try:
@@ -278,13 +279,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=200, help="jobs per row and round")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", action="append", default=[], metavar="WORDS",
+                        help="only the rows whose label contains WORDS (repeatable), beside the raw row")
     args = parser.parse_args()
-    results: dict[str, list[float]] = {label: [] for label, _, _ in ROWS}
+    rows = [ROWS[0], *(row for row in ROWS[1:]
+                       if not args.only or any(words in row[0] for words in args.only))]
+    results: dict[str, list[float]] = {label: [] for label, _, _ in rows}
     idle: list[float] = []
     bench = Bench(token="", script="", run=uuid.uuid4().hex[:6])
     database_prepare()
     for round_ in range(args.rounds):
-        for label, adapter, row in ROWS if round_ % 2 == 0 else ROWS[::-1]:
+        for label, adapter, row in rows if round_ % 2 == 0 else rows[::-1]:
             with portal_stack(adapter):
                 if not bench.token:
                     status, token = _request("/api/v1/tokens/", {"username": "alice", "password": "alice-pw",
@@ -308,7 +313,7 @@ def main() -> None:
     raw = statistics.median(results[ROWS[0][0]])
     print(f"\nCPU per submitted job, all processes but the client; median of {args.rounds} rounds of "
           f"{args.jobs} jobs; idle background {statistics.median(idle):.2f} CPU-s/s subtracted")
-    for label, _, _ in ROWS:
+    for label, _, _ in rows:
         cost = statistics.median(results[label])
         print(f"{label:40s} {1000 * cost:7.2f} ms   {cost / raw:5.2f}x raw")
     print(f"target: a batch or the slurmrestd adapter <= {TARGET}x raw")

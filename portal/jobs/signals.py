@@ -12,7 +12,9 @@ jobs_ended = Signal()
 jobs_created = Signal()
 
 # Sent with `job_ids` (on commit) when a job's Slurm id, live state (PENDING, RUNNING, SUSPENDED) or
-# rejection was just recorded: by the first sbatch, and by the poll cycle. Receivers only enqueue work.
+# rejection was just recorded: by the first sbatch, and by the poll cycle. Receivers only enqueue work,
+# except with `in_task=True`: sent from the jobs' own Celery task (their first sbatch), where a
+# receiver does its work at once rather than pay a second message and task for it.
 jobs_changed = Signal()
 
 # Sent with `jobs` just before their sbatch: each receiver returns {job id: variables} for the jobs'

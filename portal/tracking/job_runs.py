@@ -158,7 +158,9 @@ def job_runs_follow(*, job_ids: list[int]) -> int:
         if job.started_at:
             fields["start_time"] = _millis(job.started_at)
         with transaction.atomic():
-            moved += Run.objects.filter(pk=run.pk).update(**fields)
+            # A job just taken by Slurm leaves its run as it was (SCHEDULED): only its tag is new.
+            if any(getattr(run, name) != value for name, value in fields.items()):
+                moved += Run.objects.filter(pk=run.pk).update(**fields)
             if job.slurm_job_id:
                 Tag.objects.update_or_create(run=run, key="slurm.job_id",
                                              defaults={"value": job.slurm_job_id})

@@ -11,10 +11,11 @@ import pytest
 from django.db import transaction
 
 from portal.benchmarks.models import BenchmarkResult
-from portal.jobs.models import JobMetric, JobState
+from portal.jobs.models import Job, JobMetric, JobState
 from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_create, jobs_report_environments
+from portal.jobs.signals import jobs_changed
 from portal.tokens.tracking import tracking_token
 from portal.tracking.job_runs import job_run_end, job_run_params, job_runs_create, job_runs_follow
 from portal.tracking.models import Experiment, LatestMetric, LifecycleStage, Metric, Run, RunStatus
@@ -142,6 +143,20 @@ def test_the_run_follows_the_jobs_state():
     job_runs_follow(job_ids=[job.pk])
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and run.end_time == int(job.ended_at.timestamp() * 1000)
+
+
+def test_the_first_sbatchs_own_task_follows_at_once_and_the_poll_cycle_enqueues(monkeypatch):
+    job, run = _running_job()
+    job.slurm_job_id = "4243"
+    job.save()
+    queued = []
+    monkeypatch.setattr("portal.tracking.tasks.job_runs_follow_task.delay", queued.append)
+    jobs_changed.send(sender=Job, job_ids=[job.pk], in_task=True)  # as jobs_sbatch sends it
+    assert not queued and run.tags.get(key="slurm.job_id").value == "4243"
+    assert Run.objects.get(pk=run.pk).status == RunStatus.SCHEDULED
+    assert job_runs_follow(job_ids=[job.pk]) == 0  # nothing to move: a pending job's run is SCHEDULED
+    jobs_changed.send(sender=Job, job_ids=[job.pk])  # as the poll cycle sends it: another task's work
+    assert queued == [[job.pk]]
 
 
 @pytest.mark.parametrize(("state", "status"), [(JobState.COMPLETED, RunStatus.FINISHED),

@@ -81,8 +81,8 @@ def job_submit(*, user: User, template: str, parameters: Any, name: str | None =
             return existing
         raise
     job_submit_dispatch(job=job)
-    job.refresh_from_db()
-    return job
+    # As the dispatch (or an eager worker) may have left it; with its user, which the answer names.
+    return Job.objects.select_related("user").get(pk=job.pk)
 
 
 def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", request_digest: str = "",
@@ -202,8 +202,8 @@ def jobs_sbatch(*, jobs: Sequence[Job], slurm: Slurm) -> None:
                 reason=SLURM_DOWN_REASON, next_attempt_at=db_in(settings.JOBS_RETRY_SECONDS))
             break
     changed = [*refused, *_adopt(taken, slurm)]
-    if changed:
-        transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
+    if changed:  # in the jobs' own task (job_submit_first): receivers may work at once (signals.py)
+        transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed, in_task=True))
 
 
 def _adopt(taken: list[Job], slurm: Slurm) -> list[int]:
