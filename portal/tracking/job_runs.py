@@ -145,25 +145,27 @@ def job_runs_follow(*, job_ids: list[int]) -> int:
     A run still SCHEDULED or RUNNING follows a live job (the job's own client may have ended it
     already: that stays); an ended job's state is the run's last word. Returns how many runs moved."""
     moved = 0
-    runs = Run.objects.filter(job_id__in=job_ids).select_related("job")
-    for run in runs:
-        job = run.job
-        if run.run_id != job_run_id(job):
-            continue  # a run the job's client made: it ends it itself
-        final = job.is_terminal
-        if not final and run.status not in (RunStatus.SCHEDULED, RunStatus.RUNNING):
-            continue
-        status = STATUS_OF.get(job.state, RunStatus.FAILED)
-        fields = {"status": status, "end_time": _millis(job.ended_at) if final else None}
-        if job.started_at:
-            fields["start_time"] = _millis(job.started_at)
-        with transaction.atomic():
+    tags = []
+    with transaction.atomic():
+        for run in Run.objects.filter(job_id__in=job_ids).select_related("job"):
+            job = run.job
+            if run.run_id != job_run_id(job):
+                continue  # a run the job's client made: it ends it itself
+            final = job.is_terminal
+            if not final and run.status not in (RunStatus.SCHEDULED, RunStatus.RUNNING):
+                continue
+            status = STATUS_OF.get(job.state, RunStatus.FAILED)
+            fields = {"status": status, "end_time": _millis(job.ended_at) if final else None}
+            if job.started_at:
+                fields["start_time"] = _millis(job.started_at)
             # A job just taken by Slurm leaves its run as it was (SCHEDULED): only its tag is new.
             if any(getattr(run, name) != value for name, value in fields.items()):
                 moved += Run.objects.filter(pk=run.pk).update(**fields)
             if job.slurm_job_id:
-                Tag.objects.update_or_create(run=run, key="slurm.job_id",
-                                             defaults={"value": job.slurm_job_id})
+                tags.append(Tag(run=run, key="slurm.job_id", value=job.slurm_job_id))
+        # Every run's Slurm id in one statement, new or changed.
+        Tag.objects.bulk_create(tags, update_conflicts=True, unique_fields=["run", "key"],
+                                update_fields=["value"])
     return moved
 
 

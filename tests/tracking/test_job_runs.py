@@ -157,6 +157,10 @@ def test_the_first_sbatchs_own_task_follows_at_once_and_the_poll_cycle_enqueues(
     assert job_runs_follow(job_ids=[job.pk]) == 0  # nothing to move: a pending job's run is SCHEDULED
     jobs_changed.send(sender=Job, job_ids=[job.pk])  # as the poll cycle sends it: another task's work
     assert queued == [[job.pk]]
+    job.slurm_job_id = "4244"  # submitted again (e.g. requeued under a new id): the one tag follows
+    job.save()
+    job_runs_follow(job_ids=[job.pk])
+    assert list(run.tags.filter(key="slurm.job_id").values_list("value", flat=True)) == ["4244"]
 
 
 @pytest.mark.parametrize(("state", "status"), [(JobState.COMPLETED, RunStatus.FINISHED),
