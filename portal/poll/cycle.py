@@ -33,17 +33,17 @@ from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_acco
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh
-from portal.servers.hub import JupyterHub
-from portal.servers.models import NotebookServer
-from portal.servers.orphans import servers_orphans_cancel, servers_stop_retry
-from portal.servers.services.hub_sync import servers_hub_sync
-from portal.servers.services.slurm_sync import (
+from portal.sessions.hub import JupyterHub
+from portal.sessions.models import Session
+from portal.sessions.orphans import servers_orphans_cancel, servers_stop_retry
+from portal.sessions.services.hub_sync import servers_hub_sync
+from portal.sessions.services.slurm_sync import (
     servers_apply_accounting,
     servers_apply_queue,
     servers_queue_publish,
 )
-from portal.servers.services.start import servers_spawn_retry
-from portal.servers.services.stop import servers_queue_timeout
+from portal.sessions.services.start import servers_spawn_retry
+from portal.sessions.services.stop import servers_queue_timeout
 from portal.sweeps.services import sweeps_follow
 from portal.waits.services import waits_refresh
 from portal.webapps.services import APPS_WORK, apps_follow
@@ -168,7 +168,7 @@ def _efficiency_record(slurm: Slurm, *, now: datetime) -> int:
         return 0
 
 
-def _accounting(slurm: Slurm, unsettled: JobsUnsettled, servers_left: list[NotebookServer],
+def _accounting(slurm: Slurm, unsettled: JobsUnsettled, servers_left: list[Session],
                 others: list[Unsettled]) -> list[AccountedJob]:
     """One `sacct`: by job id, or, when a retried submission must be looked up by its UUID, every
     job of the users concerned since the oldest submission."""
