@@ -43,7 +43,7 @@ def server_stop(*, server: Session, hub: JupyterHub | None = None,
                 reason: str = Session.EndReason.STOPPED) -> Session:
     """Stop the server; its Slurm job is cancelled, queued or running. The request is recorded
     first, with what ends it: a hub that does not answer leaves it to the poll cycle, which asks
-    again until Slurm confirms the job ended (servers.orphans.servers_stop_retry)."""
+    again until Slurm confirms the job ended (sessions.orphans.servers_stop_retry)."""
     hub = hub or JupyterHub.from_settings()
     if server.stop_requested_at is None:
         server.stop_requested_at = timezone.now()
