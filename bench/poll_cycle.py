@@ -32,8 +32,8 @@ def main() -> None:
     from portal.accounts.models import User
     from portal.jobs.models import Job
     from portal.poll.cycle import poll_cycle
-    from portal.servers.hub import HubServer, JupyterHub
-    from portal.servers.models import NotebookServer
+    from portal.sessions.hub import HubServer, JupyterHub
+    from portal.sessions.models import Session
     from slurm.parsing import NodeInPartition, Parsed, new_delimiter, parse_squeue
 
     delimiter = new_delimiter()
@@ -85,8 +85,8 @@ def main() -> None:
     for round_ in range(1, args.rounds + 1):
         history_fill(args.jobs, users, state_sql="'RUNNING'")
         with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE servers_notebookserver RESTART IDENTITY CASCADE")
-        sessions = NotebookServer.objects.bulk_create([NotebookServer(
+            cursor.execute("TRUNCATE servers_session RESTART IDENTITY CASCADE")
+        sessions = Session.objects.bulk_create([Session(
             user=users[n % len(users)], name=f"s{n}", partition="gpu", gpus=1, hours=8, nodes=1,
             job_id=str(2_000_000 + n), hub_accepted_at=start, started_at=start, ready_at=start)
             for n in range(args.sessions)])

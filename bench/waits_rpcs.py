@@ -70,7 +70,7 @@ def users_waiting(job_ids: list[str], first: int) -> list:
 
     from portal.accounts.models import User
     from portal.jobs.models import Job, JobState
-    from portal.servers.models import NotebookServer
+    from portal.sessions.models import Session
 
     clients = []
     now = timezone.now()
@@ -80,7 +80,7 @@ def users_waiting(job_ids: list[str], first: int) -> list:
         job = Job.objects.create(user=user, name="wait", template="custom", script="true\n", partition="gpu",
                                  time_limit=timedelta(minutes=1), output_dir="/tmp", state=JobState.PENDING,
                                  slurm_job_id=job_id, slurm_submitted_at=now)
-        NotebookServer.objects.create(user=user, name="wait", partition="gpu", gpus=0, hours=1, job_id=job_id,
+        Session.objects.create(user=user, name="wait", partition="gpu", gpus=0, hours=1, job_id=job_id,
                                       hub_accepted_at=now, queued_at=now)
         client = Client()
         client.force_login(user)

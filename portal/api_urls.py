@@ -18,7 +18,7 @@ from portal.notifications import api as notifications_api
 from portal.policy import api as policy_api
 from portal.projects import api as projects_api
 from portal.reports import api as reports_api
-from portal.servers import api as servers_api
+from portal.sessions import api as sessions_api
 from portal.sweeps import api as sweeps_api
 from portal.tensorboards import api as tensorboards_api
 from portal.tracking import artifacts_api as tracking_artifacts_api
@@ -48,8 +48,8 @@ urlpatterns = [
     path("jobs/<id:job_id>/gpu/", gpus_api.JobGpuApi.as_view(), name="job-gpu"),
     path("policy/", policy_api.PolicyApi.as_view(), name="policy"),
     path("projects/", projects_api.ProjectListApi.as_view(), name="projects"),
-    path("sessions/", servers_api.SessionListApi.as_view(), name="sessions"),
-    path("sessions/<slug:name>/", servers_api.SessionDetailApi.as_view(), name="session-detail"),
+    path("sessions/", sessions_api.SessionListApi.as_view(), name="sessions"),
+    path("sessions/<slug:name>/", sessions_api.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),
     path("sessions/<slug:name>/gpu/", gpus_api.SessionGpuApi.as_view(), name="session-gpu"),
     path("sessions/<slug:name>/keep/", idle_api.SessionKeepApi.as_view(), name="session-keep"),

@@ -11,6 +11,9 @@ from portal.poll.views import timing_view
 
 register_converter(IdConverter, "id")
 
+_old_session_admin = RedirectView.as_view(url="/admin/servers/session/%(rest)s", query_string=True,
+                                         permanent=True)
+
 handler404 = "portal.core.middleware.not_found"
 handler500 = "portal.core.middleware.server_error"
 
@@ -19,7 +22,7 @@ urlpatterns = [
     path("accounts/", include("portal.accounts.urls")),
     path("cluster/", include("portal.cluster.urls")),
     path("jobs/", include("portal.jobs.urls")),
-    path("servers/", include("portal.servers.urls")),
+    path("servers/", include("portal.sessions.urls")),
     path("timing/", timing_view, name="timing"),
     path("tensorboards/", include("portal.tensorboards.urls")),
     path("apps/", include("portal.webapps.urls")),
@@ -38,6 +41,9 @@ urlpatterns = [
     path("", include("portal.benchmarks.urls")),
     path("oauth/", include("portal.accounts.oauth_urls")),
     path("admin/login/", RedirectView.as_view(pattern_name="accounts:login", query_string=True)),
+    # The admin's session pages by their address from before NotebookServer became Session (#32).
+    path("admin/servers/notebookserver/", _old_session_admin, {"rest": ""}),
+    path("admin/servers/notebookserver/<path:rest>", _old_session_admin),
     path("admin/", admin.site.urls),
     path("api/v1/", include(("portal.api_urls", "api"))),
     # MLflow's REST API (portal.tracking): MLFLOW_TRACKING_URI is the portal's address.

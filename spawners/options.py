@@ -44,7 +44,7 @@ PATH_PART = re.compile(r"^[A-Za-z0-9._+-]+$")
 # The portal's per-session report and tracking tokens (portal/tokens/report.py,
 # tracking.py): signed values, URL-safe.
 REPORT_TOKEN = re.compile(r"^[A-Za-z0-9:._-]{1,200}$")
-# The session's key in its Slurm job's comment (portal/servers/models.py slurm_comment).
+# The session's key in its Slurm job's comment (portal/sessions/models.py slurm_comment).
 COMMENT = re.compile(r"^gpuportal-session:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # A project's Slurm account, as the portal names them (portal/projects/models.py ACCOUNT_NAME).
 ACCOUNT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")

@@ -34,7 +34,7 @@ class Snapshot:
 
 class QueuePoller:
     """One `squeue` for every server of the hub: concurrent callers share one query. With
-    `shared_file`, the portal's own squeue of each poll cycle (portal.servers.services.slurm_sync.
+    `shared_file`, the portal's own squeue of each poll cycle (portal.sessions.services.slurm_sync.
     servers_queue_publish) answers whoever accepts its age, and Slurm is not asked again."""
 
     def __init__(self, slurm: Slurm, shared_file: str = "") -> None:

@@ -21,7 +21,7 @@ import requests
 from django.conf import settings as django_settings
 
 from portal.accounts.oauth import hub_oauth_application_ensure
-from portal.servers.hub import JupyterHub
+from portal.sessions.hub import JupyterHub
 from tests.poll_helpers import slurm_poll
 from tests.ports import free_ports
 from tests.slurm_waits import SLURM_PATIENCE
@@ -251,8 +251,8 @@ def _in_threads(monkeypatch, task, method: str, run):
 def spawn_in_background(monkeypatch):
     """The hub call in a thread, as a Celery worker would run it (tests run tasks eagerly, inside the
     request): the start's answer does not wait for the hub. Returns the threads, to join."""
-    from portal.servers import tasks
-    from portal.servers.services.start import server_spawn
+    from portal.sessions import tasks
+    from portal.sessions.services.start import server_spawn
 
     yield from _in_threads(monkeypatch, tasks.server_spawn, "delay",
                            lambda server_id: server_spawn(server_id=server_id))

@@ -2,7 +2,7 @@
 owner, another user, an admin, anonymous, with a revoked token, and as a deprovisioned user.
 
 A route added without a row fails `test_every_route_has_a_row`. The hub's proxy paths (a server's
-/user/<name>/...) have their table against the real hub in tests/servers/test_hub_authz_real.py."""
+/user/<name>/...) have their table against the real hub in tests/sessions/test_hub_authz_real.py."""
 
 import json
 from collections.abc import Callable
@@ -19,7 +19,7 @@ from portal.accounts.services import api_token_create, api_token_revoke
 from portal.benchmarks.models import BenchmarkResult
 from tests.benchmarks.factories import ResultFactory
 from tests.factories import AppFactory, JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory, PartitionFactory
+from tests.sessions.factories import PartitionFactory, SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -467,7 +467,7 @@ def world(settings):
     UserFactory(username="ada", is_staff=True, is_superuser=True)
     UserFactory(username="carol", is_active=False)
     token, _ = api_token_create(user=owner, name="to delete")
-    return World(job=JobFactory(user=owner), server=NotebookServerFactory(user=owner, name="mine"),
+    return World(job=JobFactory(user=owner), server=SessionFactory(user=owner, name="mine"),
                  token_to_delete=token)
 
 
@@ -517,7 +517,7 @@ def test_nobody_else_can_revoke_or_see_the_owners_things(world):
     assert not ApiToken.objects.filter(pk=world.token_to_delete.pk).exists()
 
 
-ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/notebookserver/",
+ADMIN_ROUTES = ["/admin/", "/admin/jobs/job/", "/admin/cluster/pollstatus/", "/admin/servers/session/",
                 "/admin/environments/environment/", "/admin/webapps/app/", "/admin/webapps/apptype/",
                 "/admin/containers/image/", "/admin/containers/pull/",
                 "/admin/containers/registrycredential/",
@@ -535,6 +535,14 @@ def test_admin_pages_are_for_admins_only(path, world):
     for principal in PRINCIPALS:
         response = _client(principal, P).get(path)
         assert response.status_code == ADMIN_ONLY[principal], (path, principal, response.status_code)
+
+
+def test_the_admin_session_pages_keep_their_old_address():
+    """#32: NotebookServer became Session; the admin's old addresses lead to the new ones."""
+    for old, new in [("/admin/servers/notebookserver/?p=2", "/admin/servers/session/?p=2"),
+                     ("/admin/servers/notebookserver/12/change/", "/admin/servers/session/12/change/")]:
+        response = APIClient().get(old)
+        assert (response.status_code, response["Location"]) == (301, new)
 
 
 def test_admin_routes_are_all_under_the_admin_site():

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from portal.accounts.models import User
 from portal.accounts.services import api_token_create
 from tests.factories import AppFactory, JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory, PartitionFactory, SlurmJobFactory
+from tests.sessions.factories import PartitionFactory, SessionFactory, SlurmJobFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +57,7 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
 
     def session() -> str:
         SlurmJobFactory(job_id="7777", state="RUNNING")
-        return NotebookServerFactory(user=alice, name="nb", job_id="7777").name
+        return SessionFactory(user=alice, name="nb", job_id="7777").name
 
     return {
         "job_id": lambda: JobFactory(user=alice, state="RUNNING", slurm_job_id="7070").pk,

@@ -13,7 +13,7 @@ from portal.jobs.models import Job
 from portal.tokens.report import report_token
 from tests.factories import JobFactory, UserFactory
 from tests.hostile_corpus import CORPUS, PATHS, STRINGS, WRONG_TYPES, nested
-from tests.servers.factories import NotebookServerFactory, SlurmJobFactory
+from tests.sessions.factories import SessionFactory, SlurmJobFactory
 
 # A form post is percent-encoded UTF-8: a lone surrogate cannot be sent, only over JSON.
 FORM_STRINGS = [value for value in STRINGS if value != "\ud800"]
@@ -147,7 +147,7 @@ def test_extend_bodies_take_exactly_their_types(token_client, user, kind):
         path = f"/api/v1/jobs/{JobFactory(user=user, state='RUNNING', slurm_job_id='4242').pk}/extend/"
     else:
         SlurmJobFactory(job_id="5151", state="RUNNING")
-        path = f"/api/v1/sessions/{NotebookServerFactory(user=user, name='nb', job_id='5151').name}/extend/"
+        path = f"/api/v1/sessions/{SessionFactory(user=user, name='nb', job_id='5151').name}/extend/"
     for field, kind_of in (("minutes", "integer"), ("hours", "number")):
         for value in WRONG_TYPES[kind_of]:
             response = _post(token_client, path, {field: value})

@@ -17,7 +17,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"core", "lifecycle", "tokens"}),
     ("identity and cluster state", {"accounts", "cluster", "waits"}),
     ("rules and resources", {"environments", "policy", "projects"}),
-    ("Slurm work", {"containers", "jobs", "servers", "webapps"}),
+    ("Slurm work", {"containers", "jobs", "sessions", "webapps"}),
     ("features", {"benchmarks", "efficiency", "extensions", "gpus", "launches", "metrics",
                   "notifications", "reports", "sweeps", "tensorboards", "tracking", "usage"}),
     ("top", {"audit", "home", "poll"}),

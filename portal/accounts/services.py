@@ -99,7 +99,7 @@ def app_access_end(*, user: User) -> None:
 def user_logout_everywhere(*, user: User) -> None:
     """"Log out everywhere": every login session of the user (this one too, at its next request),
     every app cookie and the hub's login (OAuth tokens; the hub's own tokens follow from the
-    logout, portal.servers.signals). Personal API tokens stay: they are revoked one by one, on
+    logout, portal.sessions.signals). Personal API tokens stay: they are revoked one by one, on
     the same page, so a script's token is never lost by accident."""
     User.objects.filter(pk=user.pk).update(app_generation=F("app_generation") + 1,
                                            session_generation=F("session_generation") + 1)

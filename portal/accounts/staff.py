@@ -29,7 +29,7 @@ MANAGED: dict[str, tuple[str, ...]] = {
 VIEWED: tuple[str, ...] = (
     "accounts.user", "benchmarks.benchmarkresult", "benchmarks.publishedresult", "cluster.pollstatus",
     "containers.pull", "containers.registrycredential", "extensions.extensionrequest", "gpus.idleevent",
-    "jobs.job", "servers.notebookserver", "webapps.app",
+    "jobs.job", "servers.session", "webapps.app",
 )
 
 

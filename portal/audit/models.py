@@ -24,7 +24,7 @@ from portal.jobs.models import Job
 from portal.metrics.models import ScrapeToken
 from portal.policy.models import ResourceProfile
 from portal.projects.models import Project
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.webapps.models import App
 
 
@@ -60,7 +60,7 @@ _track(User, "UserEvent", ["username", "is_active", "is_staff", "is_superuser"],
 _track(Login, "LoginEvent", ["user", "username", "succeeded"], changes=None, delete=False)
 # Not the digest; not last_used_at, which every API call moves.
 _track(ApiToken, "ApiTokenEvent", ["user", "name", "prefix", "expires_at"], changes=["name", "expires_at"])
-_track(NotebookServer, "SessionEvent",
+_track(Session, "SessionEvent",
        ["user", "name", "partition", "gpus", "hours", "profile", "job_id", "stop_requested_at",
         "ended_at", "end_reason", "end_detail"],
        changes=["hours", "stop_requested_at", "ended_at"])

@@ -7,7 +7,7 @@ class ActivitySerializer(serializers.Serializer):
     id = serializers.CharField(help_text="Unique across the trail, e.g. audit.JobEvent:12")
     at = serializers.DateTimeField()
     action = serializers.CharField(help_text="create, update, delete; a login's: create")
-    object_type = serializers.CharField(help_text="e.g. jobs.Job, servers.NotebookServer, audit.Login")
+    object_type = serializers.CharField(help_text="e.g. jobs.Job, servers.Session, audit.Login")
     object_id = serializers.CharField(allow_null=True)
     actor = serializers.CharField(allow_null=True, help_text="Who acted; null: the portal itself")
     acting_as = serializers.CharField(allow_null=True, help_text="session, token <prefix>, or a task")

@@ -28,7 +28,7 @@ KEEP_SECONDS = 7 * 24 * 3600
 # The models whose rows the live parts show, by label, with the lookups that lead to their owner.
 FOLLOWED: dict[str, tuple[str, ...]] = {
     "jobs.Job": ("user_id",),
-    "servers.NotebookServer": ("user_id",),
+    "servers.Session": ("user_id",),
     "webapps.App": ("user_id",),
     "extensions.ExtensionRequest": ("user_id",),
     "sweeps.Sweep": ("user_id",),

@@ -8,14 +8,14 @@ from django.db import models
 from django.db.models import Q
 
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 _ONE_OWNER = (Q(job__isnull=False, session__isnull=True) | Q(job__isnull=True, session__isnull=False))
 
 
 class Efficiency(models.Model):
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="efficiency", null=True)
-    session = models.OneToOneField(NotebookServer, on_delete=models.CASCADE, related_name="efficiency",
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="efficiency",
                                    null=True)
     # Copied from the job or session, so that reports and suggestions read one table.
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

@@ -15,7 +15,7 @@ from portal.efficiency.figures import efficiency_figures
 from portal.efficiency.models import Efficiency
 from portal.jobs.models import Job
 from portal.jobs.selectors import JobKey, job_find
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def efficiency_view(record: Efficiency) -> EfficiencyView:
     )
 
 
-def efficiency_of(*, job: Job | None = None, session: NotebookServer | None = None) -> EfficiencyView | None:
+def efficiency_of(*, job: Job | None = None, session: Session | None = None) -> EfficiencyView | None:
     """The job's or session's efficiency for its page; None before the poll cycle recorded one."""
     owner = {"job": job} if job is not None else {"session": session}
     record = Efficiency.objects.filter(**owner).select_related("user", "job", "session").first()
@@ -95,9 +95,9 @@ def job_efficiency(*, user: Any, job_id: str, by: JobKey = JobKey.ID) -> Efficie
     return view
 
 
-def _named_sessions(user: Any, name: str) -> QuerySet[NotebookServer]:
+def _named_sessions(user: Any, name: str) -> QuerySet[Session]:
     """The user's sessions with that name; an admin's, else anybody's (as session_for_gpu)."""
-    sessions = NotebookServer.objects.filter(name=name)
+    sessions = Session.objects.filter(name=name)
     own = sessions.filter(user=user)
     return sessions if user.is_staff and not own.exists() else own
 

@@ -21,7 +21,7 @@ from portal.efficiency.tasks import efficiency_mails
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import TERMINAL_STATES, Job, JobState
 from portal.notifications.tasks import admin_notice
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from slurm import states
 from slurm.adapter import Slurm
 from slurm.parsing import JobEfficiency
@@ -69,18 +69,18 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
     return len(records)
 
 
-def _due(now: datetime) -> tuple[list[Job], list[NotebookServer]]:
+def _due(now: datetime) -> tuple[list[Job], list[Session]]:
     since, limit = now - timedelta(hours=settings.EFFICIENCY_LOOKBACK_HOURS), settings.EFFICIENCY_PER_CYCLE
     jobs = list(Job.objects.filter(state__in=_ENDED_STATES, ended_at__gte=since, started_at__isnull=False,
                                    efficiency__isnull=True)
                 .exclude(slurm_job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
-    sessions = list(NotebookServer.objects.filter(ended_at__gte=since, started_at__isnull=False,
+    sessions = list(Session.objects.filter(ended_at__gte=since, started_at__isnull=False,
                                                   efficiency__isnull=True)
                     .exclude(job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
     # The oldest `limit` of both together.
     oldest = sorted([*jobs, *sessions], key=lambda work: work.ended_at)[:limit]
     return ([work for work in oldest if isinstance(work, Job)],
-            [work for work in oldest if isinstance(work, NotebookServer)])
+            [work for work in oldest if isinstance(work, Session)])
 
 
 def _gpu_figures(owner: str, pks: list[int]) -> dict[int, _Gpu]:
@@ -134,7 +134,7 @@ def _job_record(job: Job, slurm: JobEfficiency | None, gpu: _Gpu, now: datetime)
         time_limit_seconds=int(job.time_limit.total_seconds()), elapsed_seconds=int(elapsed))
 
 
-def _session_record(session: NotebookServer, slurm: JobEfficiency | None, gpu: _Gpu,
+def _session_record(session: Session, slurm: JobEfficiency | None, gpu: _Gpu,
                     now: datetime) -> Efficiency:
     # Without sacct a session's CPUs and memory are unknown to the portal: 0 CPUs gives no CPU figure.
     return _record(

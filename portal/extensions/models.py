@@ -30,7 +30,7 @@ class ExtensionRequest(models.Model):
     slurm_job_id = models.CharField(max_length=32, blank=True)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL,
                             related_name="+")
-    server = models.ForeignKey("servers.NotebookServer", null=True, blank=True, on_delete=models.SET_NULL,
+    server = models.ForeignKey("servers.Session", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="+")
     minutes = models.PositiveIntegerField(help_text="Extra time asked for")
     limit_before_minutes = models.PositiveIntegerField(null=True, blank=True)

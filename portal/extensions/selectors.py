@@ -8,7 +8,7 @@ from portal.accounts.models import User
 from portal.cluster.models import SlurmJob
 from portal.extensions.models import ExtensionRequest
 from portal.jobs.models import Job, JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from slurm.states import RUNNING as SLURM_RUNNING
 
 
@@ -21,12 +21,12 @@ class Target:
     limit_minutes: int
     running: bool
     job: Job | None = None
-    server: NotebookServer | None = None
+    server: Session | None = None
 
 
 def session_target(*, user: User, name: str, lock: bool = False) -> Target | None:
     """The user's active session `name`; running: Slurm runs its job."""
-    servers = NotebookServer.objects.filter(user=user, name=name, ended_at__isnull=True)
+    servers = Session.objects.filter(user=user, name=name, ended_at__isnull=True)
     server = (servers.select_for_update() if lock else servers).first()
     if server is None:
         return None

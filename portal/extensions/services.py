@@ -23,7 +23,7 @@ from portal.extensions.caps import walltime_cap_minutes
 from portal.extensions.models import ExtensionRequest
 from portal.extensions.selectors import Target, job_target, session_target
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmUnreachable
 
@@ -131,7 +131,7 @@ def _apply(request: ExtensionRequest, target: Target, state: str, slurm: Slurm |
         if target.job is not None:
             Job.objects.filter(pk=target.job.pk).update(time_limit=timedelta(minutes=new_limit))
         if target.server is not None:
-            NotebookServer.objects.filter(pk=target.server.pk).update(
+            Session.objects.filter(pk=target.server.pk).update(
                 hours=new_limit / 60, ends_at=F("ends_at") + extra)
         # The cached queue row, so the time left shows now rather than after the next poll.
         SlurmJob.objects.filter(job_id=target.slurm_job_id, end_time__isnull=False).update(

@@ -30,8 +30,8 @@ from portal.gpus.idle_policy import IdleRules, idle_rules_resolve
 from portal.gpus.models import GpuPoint, GpuSummary, IdleEvent, IdlePolicy, IdleWatch
 from portal.jobs.models import Job, JobState
 from portal.policy.services import user_groups
-from portal.servers.hub import JupyterHub
-from portal.servers.models import NotebookServer
+from portal.sessions.hub import JupyterHub
+from portal.sessions.models import Session
 from slurm.adapter import Slurm
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ def idle_gpus_follow(*, now: datetime | None = None, slurm: Slurm | None = None,
     now = now or timezone.now()
     report = IdleReport()
     rows = list(IdlePolicy.objects.all())
-    sessions = (NotebookServer.objects.filter(ended_at__isnull=True, stop_requested_at__isnull=True,
+    sessions = (Session.objects.filter(ended_at__isnull=True, stop_requested_at__isnull=True,
                                               ready_at__isnull=False, gpus__gt=0, nodes=1)
                 .select_related("user", "idle_watch", "gpu_summary").prefetch_related("user__groups"))
     for server in sessions:
@@ -195,12 +195,12 @@ def _follow_one(*, owner: dict[str, Any], started: datetime, gpus: int, rules: I
 def _reclaim(work: Any, kind: str, figures: dict[str, Any], slurm: Slurm | None,
              hub: JupyterHub | None) -> bool:
     from portal.jobs.services.submission import job_cancel
-    from portal.servers.services.stop import server_stop
+    from portal.sessions.services.stop import server_stop
 
     try:
         if kind == "session":
-            server_stop(server=work, hub=hub, reason=NotebookServer.EndReason.IDLE_GPUS)
-            NotebookServer.objects.filter(pk=work.pk).update(end_detail=_detail(figures))
+            server_stop(server=work, hub=hub, reason=Session.EndReason.IDLE_GPUS)
+            Session.objects.filter(pk=work.pk).update(end_detail=_detail(figures))
         else:
             job_cancel(job=work, slurm=slurm)
     except PortalError as error:
@@ -251,7 +251,7 @@ def session_activity_record(*, server_id: int, activity: dict[str, int], now: da
     """What the session's sampler saw its Jupyter server doing (kernels busy, terminal commands
     running) and its job's other processes (tmux, a disowned command): False when the session has ended."""
     now = now or timezone.now()
-    if not NotebookServer.objects.filter(pk=server_id, ended_at__isnull=True).exists():
+    if not Session.objects.filter(pk=server_id, ended_at__isnull=True).exists():
         return False
     watch, _ = IdleWatch.objects.get_or_create(session_id=server_id)
     busy = any(activity.get(key, 0) > 0 for key in ("kernels_busy", "terminals_busy", "processes_busy"))
@@ -262,7 +262,7 @@ def session_activity_record(*, server_id: int, activity: dict[str, int], now: da
     return True
 
 
-def idle_keep(*, server: NotebookServer, now: datetime | None = None) -> IdleWatch:
+def idle_keep(*, server: Session, now: datetime | None = None) -> IdleWatch:
     """Keep it: the owner answers a warning; the idle window starts again from now (once: a later
     idle stretch is warned about again). Conflict when the session is not warned."""
     now = now or timezone.now()

@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from portal.core.errors import NotFound
 from portal.gpus.idle import idle_keep
-from portal.servers.selectors import server_get
+from portal.sessions.selectors import server_get
 
 
 class SessionKeepSerializer(serializers.Serializer):

@@ -10,7 +10,7 @@ from django.db.models import Count, Q, Sum
 from portal.accounts.models import User
 from portal.gpus.models import IdleEvent, IdleWatch
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 Kind = IdleEvent.Kind
 
@@ -27,7 +27,7 @@ def session_idle_warning(*, user: User, name: str) -> dict[str, Any] | None:
     return {key: state[key] for key in ("state", "warned_at", "stop_at", "figures")}
 
 
-def idle_state(*, job: Job | None = None, session: NotebookServer | None = None) -> dict[str, Any] | None:
+def idle_state(*, job: Job | None = None, session: Session | None = None) -> dict[str, Any] | None:
     """Where a job or session stands with its idle GPUs (GET .../gpu/'s `idle`); None when never watched."""
     owner = {"job": job} if job is not None else {"session": session}
     found = IdleWatch.objects.filter(**owner).first()

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 
 from portal.core.errors import PortalError
 from portal.gpus.idle import idle_keep
-from portal.servers.selectors import server_get
+from portal.sessions.selectors import server_get
 
 
 @login_required

@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from portal.core.versions import FollowedQuerySet
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 _ONE_OWNER = (Q(job__isnull=False, session__isnull=True) | Q(job__isnull=True, session__isnull=False))
 
@@ -19,7 +19,7 @@ class GpuPoint(models.Model):
     minute merge in; a figure the GPU did not report ([N/A]) counts in neither."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="gpu_points", null=True)
-    session = models.ForeignKey(NotebookServer, on_delete=models.CASCADE, related_name="gpu_points",
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="gpu_points",
                                 null=True)
     gpu = models.PositiveSmallIntegerField(help_text="nvidia-smi's index of the GPU on its node")
     minute = models.DateTimeField(help_text="Start of the minute (UTC)")
@@ -53,7 +53,7 @@ class GpuSummary(models.Model):
     "power_w"}}), which is also where the next sample's energy interval starts."""
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="gpu_summary", null=True)
-    session = models.OneToOneField(NotebookServer, on_delete=models.CASCADE, related_name="gpu_summary",
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="gpu_summary",
                                    null=True)
     samples = models.PositiveIntegerField(default=0)
     util_sum = models.FloatField(default=0)
@@ -116,7 +116,7 @@ class IdleWatch(models.Model):
         CANCELLED = "cancelled", "Cancelled: idle GPUs"
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="idle_watch", null=True)
-    session = models.OneToOneField(NotebookServer, on_delete=models.CASCADE, related_name="idle_watch",
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="idle_watch",
                                    null=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.OK)
     warned_at = models.DateTimeField(null=True, blank=True, help_text="Warned or flagged at")
@@ -152,7 +152,7 @@ class IdleEvent(models.Model):
     at = models.DateTimeField()
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     job = models.ForeignKey(Job, on_delete=models.SET_NULL, related_name="+", null=True, blank=True)
-    session = models.ForeignKey(NotebookServer, on_delete=models.SET_NULL, related_name="+", null=True,
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, related_name="+", null=True,
                                 blank=True)
     partition = models.CharField(max_length=64)
     gpus = models.PositiveSmallIntegerField()

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 
 def _mean(total: float, count: int) -> float | None:
@@ -21,7 +21,7 @@ def job_gpu_figures(*, job: Job, since: datetime | None = None) -> dict[str, Any
     return _figures({"job": job}, since)
 
 
-def session_gpu_figures(*, session: NotebookServer, since: datetime | None = None) -> dict[str, Any]:
+def session_gpu_figures(*, session: Session, since: datetime | None = None) -> dict[str, Any]:
     """The same for a notebook session."""
     return _figures({"session": session}, since)
 
@@ -83,10 +83,10 @@ def job_gpu_chart(*, series: list[dict[str, Any]], compact: bool = False) -> dic
     }
 
 
-def session_for_gpu(*, user: Any, name: str) -> NotebookServer | None:
+def session_for_gpu(*, user: Any, name: str) -> Session | None:
     """The user's newest session with that name, running or ended; an admin's own first, else
     anybody's newest with that name. None for another user's (callers answer 404, not 403)."""
-    servers = NotebookServer.objects.filter(name=name).order_by("-created_at", "-pk")
+    servers = Session.objects.filter(name=name).order_by("-created_at", "-pk")
     own = servers.filter(user=user).first()
     if own is not None or not user.is_staff:
         return own
@@ -103,7 +103,7 @@ def session_card_gpus(*, user: Any, name: str, now: datetime | None = None) -> d
     """What a session card shows of its GPUs: each GPU's last sample, the mean so far and a compact
     sparkline of the last hour; `live` while the session runs (the cards page polls then). None for
     a session without GPUs."""
-    session = (NotebookServer.objects.filter(user=user, name=name, ended_at__isnull=True)
+    session = (Session.objects.filter(user=user, name=name, ended_at__isnull=True)
                .only("pk", "gpus", "started_at").first())
     if session is None or not session.gpus:
         return None

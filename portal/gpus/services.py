@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import IN_SLURM_STATES, Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 # Energy is power integrated over the time between two samples of a GPU; a longer gap than this
 # (the sampler stopped, pushes lost) counts nothing rather than a guess.
@@ -54,7 +54,7 @@ def session_gpu_samples_record(*, server_id: int, samples: Sequence[GpuSample],
     GPU_REPORT_GRACE_MINUTES ago; samples from before it was asked for are ignored."""
     now = now or timezone.now()
     grace = now - timedelta(minutes=settings.GPU_REPORT_GRACE_MINUTES)
-    server = (NotebookServer.objects.filter(pk=server_id)
+    server = (Session.objects.filter(pk=server_id)
               .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=grace)).only("pk", "created_at").first())
     if server is None:
         return False

@@ -21,8 +21,8 @@ from portal.jobs.selectors import job_list
 from portal.launches.models import Preset
 from portal.launches.selectors import preset_form_url, preset_list
 from portal.projects.selectors import Budget, project_budgets, user_projects
-from portal.servers.models import NotebookServer
-from portal.servers.selectors import (
+from portal.sessions.models import Session
+from portal.sessions.selectors import (
     Freshness,
     ServerCard,
     server_cards_active,
@@ -95,7 +95,7 @@ class Item:
 
 @dataclass(frozen=True)
 class QuickStarts:
-    last_session: NotebookServer | None
+    last_session: Session | None
     session_presets: list[tuple[Preset, str]]  # (preset, the start form's URL filled with it)
     templates: list[JobTemplate]  # the last used, newest first
     app_types: list[AppType]

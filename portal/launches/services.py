@@ -13,7 +13,7 @@ from portal.accounts.models import User
 from portal.core.errors import InvalidInput, NotFound
 from portal.jobs.job_templates import ParameterInvalid, catalog
 from portal.launches.models import Preset
-from portal.servers.selectors import START_FIELDS
+from portal.sessions.selectors import START_FIELDS
 
 NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
 MAX_PRESETS_PER_USER = 50

@@ -31,12 +31,12 @@ from portal.lifecycle.kinds import accounting_for, kinds
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh
-from portal.servers.hub import JupyterHub
-from portal.servers.orphans import servers_orphans_cancel, servers_stop_retry
-from portal.servers.services.hub_sync import servers_hub_sync
-from portal.servers.services.slurm_sync import servers_queue_publish
-from portal.servers.services.start import servers_spawn_retry
-from portal.servers.services.stop import servers_queue_timeout
+from portal.sessions.hub import JupyterHub
+from portal.sessions.orphans import servers_orphans_cancel, servers_stop_retry
+from portal.sessions.services.hub_sync import servers_hub_sync
+from portal.sessions.services.slurm_sync import servers_queue_publish
+from portal.sessions.services.start import servers_spawn_retry
+from portal.sessions.services.stop import servers_queue_timeout
 from portal.waits.services import waits_refresh
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError

@@ -15,8 +15,8 @@ from portal.accounts.services import deprovision_reason
 from portal.containers.deprovision import pulls_of_inactive_end
 from portal.jobs.services.arrays import queue_arrays_fold
 from portal.jobs.services.deprovision import jobs_of_inactive_end
-from portal.servers.deprovision import servers_of_inactive_end
-from portal.servers.services.slurm_sync import JOB_NAME_PREFIX
+from portal.sessions.deprovision import servers_of_inactive_end
+from portal.sessions.services.slurm_sync import JOB_NAME_PREFIX
 from portal.webapps.deprovision import apps_of_inactive_end
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected, SlurmUnreachable

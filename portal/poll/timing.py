@@ -11,7 +11,7 @@ from typing import Any
 
 from portal.core.csv_cells import csv_cell
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 LATENCY_CSV_COLUMNS = ["day", "kind", "partition", "count", "queue_wait_median_s", "queue_wait_p95_s",
                        "start_latency_median_s", "start_latency_p95_s"]
@@ -45,7 +45,7 @@ class LatencyRow:
 def latency_by_day(*, since: datetime) -> list[LatencyRow]:
     """Queue wait and start latency per partition and day of submission, newest day first."""
     samples: dict[tuple[date, str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    sessions = NotebookServer.objects.filter(created_at__gte=since).values_list(
+    sessions = Session.objects.filter(created_at__gte=since).values_list(
         "created_at", "partition", "started_at", "ready_at")
     for submitted, partition, started, ready in sessions.iterator():
         waits, latencies = samples[(submitted.date(), "session", partition)]

@@ -16,11 +16,11 @@ from rest_framework.views import APIView
 
 from portal.core.errors import NotAuthenticated
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.tokens.report import ReportKind, report_token_read
 from portal.webapps.models import App
 
-_MODELS = {"job": Job, "session": NotebookServer, "app": App}
+_MODELS = {"job": Job, "session": Session, "app": App}
 
 
 @dataclass(frozen=True)

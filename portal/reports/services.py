@@ -23,10 +23,10 @@ from portal.gpus.idle import session_activity_record
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import IN_SLURM_STATES, Job, JobState
 from portal.jobs.services.sync import JobsUnsettled, SyncReport, jobs_apply_accounting
-from portal.servers.hub import HubError
-from portal.servers.models import NotebookServer
-from portal.servers.services.hub_sync import server_hub_look_dispatch, server_job_id_from_hub
-from portal.servers.services.slurm_sync import REPORTED_END_REASONS, server_end_refine, server_queued_note
+from portal.sessions.hub import HubError
+from portal.sessions.models import Session
+from portal.sessions.services.hub_sync import server_hub_look_dispatch, server_job_id_from_hub
+from portal.sessions.services.slurm_sync import REPORTED_END_REASONS, server_end_refine, server_queued_note
 from portal.tokens.report import ReportKind
 from portal.webapps.services import app_answered
 from slurm.adapter import Slurm
@@ -94,16 +94,16 @@ def job_report_apply(*, job_id: int, report: Report) -> bool:
 
 def session_report_apply(*, server_id: int, report: Report) -> bool:
     now = timezone.now()
-    live = NotebookServer.objects.filter(pk=server_id, ended_at__isnull=True)
+    live = Session.objects.filter(pk=server_id, ended_at__isnull=True)
     if report.event == "ready":
         return bool(live.filter(ready_at__isnull=True).update(ready_at=now))
     if report.event == "exited":
         # Ended now, as stopped if somebody asked for it; Slurm's record refines it.
         ended = live.update(ended_at=now, end_reason=Case(
             When(stop_requested_at__isnull=False, end_reason="",
-                 then=Value(NotebookServer.EndReason.STOPPED)),
+                 then=Value(Session.EndReason.STOPPED)),
             When(stop_requested_at__isnull=False, then=F("end_reason")),  # recorded with the stop
-            default=Value(NotebookServer.EndReason.ENDED)))
+            default=Value(Session.EndReason.ENDED)))
         if ended:
             transaction.on_commit(lambda: report_settle_dispatch(kind="session", pk=server_id))
         return bool(ended)
@@ -161,7 +161,7 @@ def session_report_settle(*, server_id: int, slurm: Slurm | None = None) -> bool
     idle culler) replace the report's. Its job id comes from the hub if the portal did not know it
     yet. True when nothing is left to do, False while accounting does not show a final state yet.
     Raises SlurmError or HubError when sacct or the hub fails."""
-    server = (NotebookServer.objects.filter(pk=server_id, ended_at__isnull=False,
+    server = (Session.objects.filter(pk=server_id, ended_at__isnull=False,
                                             end_reason__in=REPORTED_END_REASONS)
               .select_related("user").first())
     if server is None:

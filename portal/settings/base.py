@@ -38,7 +38,7 @@ INSTALLED_APPS = [
     "portal.environments",
     "oauth2_provider",
     "portal.policy",
-    "portal.servers",
+    "portal.sessions",
     "portal.jobs",
     "portal.poll",
     "portal.tensorboards",
@@ -550,7 +550,7 @@ JOBS_RETRY_SECONDS = env.float("JOBS_RETRY_SECONDS", default=SLURM_TIMEOUT_SECON
 JOBS_SUBMIT_LEASE_SECONDS = env.float("JOBS_SUBMIT_LEASE_SECONDS", default=2 * SLURM_TIMEOUT_SECONDS + 30)
 JOBS_LOG_CHUNK_BYTES = 64 * 1024
 
-# --- Notebook servers (portal.servers) through JupyterHub (spawners/), which logs in via OAuth2 ---
+# --- Notebook servers (portal.sessions) through JupyterHub (spawners/), which logs in via OAuth2 ---
 # The hub's public address (its proxy) and REST API; the token is the hub's "portal" service token.
 JUPYTERHUB_URL = env("JUPYTERHUB_URL", default="http://127.0.0.1:8001")
 JUPYTERHUB_API_URL = env("JUPYTERHUB_API_URL", default="http://127.0.0.1:8081/hub/api")

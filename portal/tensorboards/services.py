@@ -10,7 +10,7 @@ from portal.accounts.models import User
 from portal.core.errors import InvalidInput
 from portal.jobs.models import Job
 from portal.jobs.services.prepare import job_logdir, unix_account
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.webapps.models import App
 from portal.webapps.services import app_start
 
@@ -53,10 +53,10 @@ def _own_job(user: User, value: Any) -> Job:
     return found
 
 
-def _own_session(user: User, value: Any) -> NotebookServer:
+def _own_session(user: User, value: Any) -> Session:
     if not isinstance(value, str) or len(value) > 30:
         raise InvalidInput({"session": ["Give a session's name."]})
-    found = NotebookServer.objects.filter(user=user, name=value).order_by("-created_at").first()
+    found = Session.objects.filter(user=user, name=value).order_by("-created_at").first()
     if found is None:
         raise InvalidInput({"session": [f"You have no session {value!r}."]})
     return found

@@ -21,7 +21,7 @@ _MAX_LENGTH = 200  # far more than a real token; a longer header is refused befo
 
 
 def report_token(kind: ReportKind, pk: int) -> str:
-    """The token for one job (its Job pk), one session (its NotebookServer pk) or one web app (App)."""
+    """The token for one job (its Job pk), one session (its Session pk) or one web app (App)."""
     if kind not in KINDS:
         raise ValueError(f"not a report kind: {kind!r}")
     if isinstance(pk, bool) or not isinstance(pk, int) or pk < 1:

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 
 class LifecycleStage(models.TextChoices):
@@ -66,7 +66,7 @@ class Run(models.Model):
     artifact_uri = models.CharField(max_length=1000)
     # The portal job or notebook session the run was logged from (its tracking token named it).
     job = models.ForeignKey(Job, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
-    session = models.ForeignKey(NotebookServer, on_delete=models.SET_NULL, null=True, blank=True,
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True,
                                 related_name="runs")
 
     class Meta:

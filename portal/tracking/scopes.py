@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from portal.core.errors import Forbidden
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.tracking.models import Run
 
 
@@ -18,7 +18,7 @@ class TrackingGrant:
     """A valid tracking token: the job or session it names, and the names of its own experiments."""
 
     job: Job | None = None
-    session: NotebookServer | None = None
+    session: Session | None = None
     experiments: frozenset[str] = frozenset()
 
     @property

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from portal.core.errors import NotAuthenticated
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.tokens.tracking import tracking_token_read
 from portal.tracking.job_runs import job_experiment_name
 from portal.tracking.scopes import TrackingGrant
@@ -34,10 +34,10 @@ def tracking_token_grant(token: str) -> TrackingGrant:
     portal; NotAuthenticated for anything else."""
     kind, pk = tracking_token_read(token)
     if kind == "job":
-        target: Job | NotebookServer | None = Job.objects.select_related("user", "sweep").filter(
+        target: Job | Session | None = Job.objects.select_related("user", "sweep").filter(
             pk=pk, user__is_active=True).first()
     else:
-        target = NotebookServer.objects.select_related("user").filter(pk=pk, user__is_active=True).first()
+        target = Session.objects.select_related("user").filter(pk=pk, user__is_active=True).first()
     grace = timedelta(seconds=settings.TRACKING_TOKEN_GRACE_SECONDS)
     if target is None or (target.ended_at is not None and target.ended_at < timezone.now() - grace):
         raise NotAuthenticated("The tracking token's job or session has ended.",

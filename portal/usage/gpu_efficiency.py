@@ -25,7 +25,7 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.core.csv_cells import csv_cell
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 COLUMNS = ("group_by", "name", "jobs", "sessions", "allocated_gpu_hours", "sampled_gpu_hours",
            "busy_gpu_hours", "efficiency")
@@ -36,11 +36,11 @@ def _hours(started: datetime, ended: datetime | None, now: datetime) -> float:
 
 
 def _started(user: User, since: datetime, until: datetime,
-             username: str | None) -> tuple[QuerySet[Job], QuerySet[NotebookServer]]:
+             username: str | None) -> tuple[QuerySet[Job], QuerySet[Session]]:
     """The period's jobs and GPU sessions that started. Users see their own; admins everybody's, or
     one user's with `username`."""
     jobs = Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until, started_at__isnull=False)
-    sessions = NotebookServer.objects.filter(created_at__gte=since, created_at__lt=until,
+    sessions = Session.objects.filter(created_at__gte=since, created_at__lt=until,
                                              started_at__isnull=False, gpus__gt=0)
     if not user.is_staff:
         return jobs.filter(user=user), sessions.filter(user=user)

@@ -74,7 +74,7 @@ class App(models.Model):
     secret = models.CharField(max_length=64, default=secret_new, editable=False)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL,
                             related_name="apps", help_text="A TensorBoard's job, whose logs it shows")
-    session = models.ForeignKey("servers.NotebookServer", null=True, blank=True, on_delete=models.SET_NULL,
+    session = models.ForeignKey("servers.Session", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="apps", help_text="A TensorBoard's session, whose logs it shows")
     time_limit_minutes = models.PositiveIntegerField()
     idle_minutes = models.PositiveIntegerField()

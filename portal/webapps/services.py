@@ -40,7 +40,7 @@ from portal.lifecycle.work import (
     work_dispatch,
     work_hand_over,
 )
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.webapps.catalog import command_render, parameters_clean
 from portal.webapps.models import ACTIVE_STATES, COMMENT_PREFIX, App, AppState, AppType
 from portal.webapps.script import app_job_environment, app_script
@@ -58,7 +58,7 @@ LOG_TAIL_LINES = 12
 
 
 def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None = None,
-              session: NotebookServer | None = None) -> tuple[App, bool]:
+              session: Session | None = None) -> tuple[App, bool]:
     """Start an app of type `type` (a slug) with its form's `parameters`, as `user`; returns it and
     whether it is new (an active one of the same type with the same values is reused). Saves it, due
     at once, and hands its sbatch to a worker: Slurm is not asked here. Raises InvalidInput naming

@@ -19,7 +19,7 @@ from portal.jobs.models import Job, JobState
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_create
 from portal.notifications.models import AdminNotice
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.webapps.models import App, AppState
 from tests.accounts.conftest import LDAP, SUFFIX, token_of
 from tests.factories import AppFactory, UserFactory
@@ -62,7 +62,7 @@ def bobs_work(slurm, api_client, request):
     draft = job_prepare(user=bob, template="custom", name="deprov waiting",
                         parameters={"commands": "true", "gpus": 0, "time_limit": 5})
     waiting = job_create(user=bob, draft=draft)  # due now: the next cycle would submit it
-    server = NotebookServer.objects.create(
+    server = Session.objects.create(
         user=bob, name="deprov", partition="gpu", gpus=0, hours=1, hub_accepted_at=timezone.now(),
         job_id=_sbatch(slurm, user="bob", comment="", name="jupyterhub:deprov"))
     board = AppFactory(user=bob, state=AppState.QUEUED, submitted_at=timezone.now())
@@ -109,7 +109,7 @@ def test_a_user_who_left_has_all_their_work_ended_within_one_cycle(
     waiting = Job.objects.get(pk=work["waiting"].pk)
     assert (in_slurm.state, in_slurm.reason) == (JobState.CANCELLED, REASON)
     assert (waiting.state, waiting.reason, waiting.slurm_job_id) == (JobState.CANCELLED, REASON, "")
-    server = NotebookServer.objects.get(pk=work["server"].pk)
+    server = Session.objects.get(pk=work["server"].pk)
     assert server.ended_at and server.end_detail == REASON
     board = App.objects.get(pk=work["board"].pk)
     assert (board.state, board.reason) == (AppState.ENDED, REASON)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def queued(monkeypatch, django_capture_on_commit_callbacks) -> list[str]:
     """The hub's token revocation, queued for a worker once the logout committed: never a call to the
     hub in the request."""
-    from portal.servers import tasks
+    from portal.sessions import tasks
 
     names: list[str] = []
     monkeypatch.setattr(tasks.hub_tokens_revoke, "delay", names.append)
@@ -88,7 +88,7 @@ def test_deprovisioning_bumps_both_generations(queued):
 
 
 def test_logout_with_the_broker_down_still_logs_out(client, monkeypatch, django_capture_on_commit_callbacks):
-    from portal.servers import tasks
+    from portal.sessions import tasks
 
     def broker_down(username: str) -> None:
         raise ConnectionRefusedError("redis")

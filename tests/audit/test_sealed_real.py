@@ -160,6 +160,18 @@ def test_check_names_a_portal_role_that_could_make_itself_the_owner(sealed):
     assert check.returncode == 1 and f"{NAME} has CREATEROLE" in check.stdout
 
 
+def test_the_session_rename_runs_under_the_seal(sealed):
+    """#32: servers 0013 (NotebookServer becomes Session) changes no event table: the portal's own role
+    runs it back and forth with the trail sealed, and the renamed table keeps its audit triggers."""
+    for target in ("0012_server_uuid_unique", "0013_session"):
+        migrated = _manage(sealed.portal, "migrate", "servers", target, "--noinput")
+        assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    check = _manage(sealed.portal, "audit_seal", "--check", "--owner", OWNER)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert _one(sealed.portal, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'servers_session'::regclass "
+                               "AND tgname LIKE 'pgtrigger_%'") == 3
+
+
 def test_unsealed_for_a_migration_then_sealed_again(sealed):
     """Last: a migration that changes an event table runs between --unseal and audit_seal."""
     unsealed = _manage(sealed.portal, "audit_seal", "--unseal", "--database-url", sealed.admin)

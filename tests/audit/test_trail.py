@@ -26,13 +26,13 @@ from portal.containers.models import RegistryCredential
 from portal.core.audit_context import acting
 from portal.extensions.models import ExtensionRequest
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.webapps.catalog import catalog_sync
 from slurm.adapter import Slurm
 from slurm.parsing import AccountedJob
 from tests.conftest import DEMO_PASSWORDS
 from tests.factories import AppFactory, JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory, PartitionFactory, SlurmJobFactory
+from tests.sessions.factories import PartitionFactory, SessionFactory, SlurmJobFactory
 
 pytestmark = pytest.mark.django_db
 CLI = {"HTTP_USER_AGENT": "gpuportal-cli/0.1.0"}
@@ -178,9 +178,9 @@ def _session_stopped_at_hub(w: World) -> None:
     """Its user stopped it at the hub (the spawner cancels its job); the poll cycle learns it from
     Slurm's accounting: nobody stopped it through the portal, and it was not idle."""
     from portal.audit.receivers import task_context_enter, task_context_exit
-    from portal.servers.services.slurm_sync import servers_apply_accounting
+    from portal.sessions.services.slurm_sync import servers_apply_accounting
 
-    server = NotebookServerFactory(user=w.alice, name="at-hub", job_id="7272", last_activity=timezone.now())
+    server = SessionFactory(user=w.alice, name="at-hub", job_id="7272", last_activity=timezone.now())
     _events_before.update(e["id"] for e in _events())
     now = timezone.now()
     row = AccountedJob(job_id="7272", state="CANCELLED by 10001", exit_code=0, exit_signal=0,
@@ -198,7 +198,7 @@ def _session_extension_decided(w: World) -> None:
     """An admin approves a session's extension beyond the cap (the admin page's action)."""
     end = timezone.now() + timedelta(minutes=50)
     SlurmJobFactory(job_id="5151", state="RUNNING", end_time=end, time_limit=timedelta(hours=1))
-    server = NotebookServerFactory(user=w.alice, name="long", hours=1.0, job_id="5151", ends_at=end)
+    server = SessionFactory(user=w.alice, name="long", hours=1.0, job_id="5151", ends_at=end)
     request = ExtensionRequest.objects.create(
         user=w.alice, target="session", target_name="long", slurm_job_id="5151", server=server, minutes=600,
         limit_before_minutes=60, limit_after_minutes=660, cap_minutes=120,
@@ -248,7 +248,7 @@ ACTIONS: list[tuple[Callable[[World], None], str, str, str | None, str]] = [
     (_job_submit, "jobs.Job", "create", "alice", "rest"),
     (_job_cancel, "jobs.Job", "update", "alice", "cli"),
     (_job_reports_start, "jobs.Job", "update", None, "report"),
-    (_session_start, "servers.NotebookServer", "create", "alice", "rest"),
+    (_session_start, "servers.Session", "create", "alice", "rest"),
     (_pull, "containers.Pull", "create", "alice", "rest"),
     (_app_stop, "webapps.App", "update", "alice", "cli"),
     (_registry_key_set, "containers.RegistryCredential", "create", "alice", "rest"),
@@ -257,7 +257,7 @@ ACTIONS: list[tuple[Callable[[World], None], str, str, str | None, str]] = [
     (_profile_add, "policy.ResourceProfile", "create", "ada", "admin"),
     (_budget_set, "projects.Project", "create", "ada", "admin"),
     (_deprovision, "accounts.User", "update", None, "task"),
-    (_session_stopped_at_hub, "servers.NotebookServer", "update", None, "hub"),
+    (_session_stopped_at_hub, "servers.Session", "update", None, "hub"),
     (_session_extension_decided, "extensions.ExtensionRequest", "update", "ada", "admin"),
     (_app_create, "webapps.App", "create", "alice", "rest"),
     (_image_create, "containers.Image", "create", "ada", "admin"),
@@ -310,28 +310,28 @@ def test_bobs_activity_shows_nothing_of_alices(world):
     _session_start(world)
     # A test is one transaction, where the last request's context would still hold (SET LOCAL).
     with acting("command"):
-        NotebookServerFactory(user=bob, name="bobs")
+        SessionFactory(user=bob, name="bobs")
         bob_api = _client(bob)
     seen = bob_api.get("/api/v1/activity/").json()["results"]
     assert seen and all("alice" not in str(row) for row in seen), [r for r in seen if "alice" in str(r)]
     assert {row["object_type"] for row in seen} == {"accounts.User", "accounts.ApiToken",
-                                                    "servers.NotebookServer"}
+                                                    "servers.Session"}
     page = Client()
     page.force_login(bob)
     html = page.get("/activity/").content.decode()
     assert "bobs" in html and "alice" not in html and "audited" not in html
     mine = [row["object_type"] for row in described(list(activity_of(world.alice)))]
-    assert "jobs.Job" in mine and "servers.NotebookServer" in mine
+    assert "jobs.Job" in mine and "servers.Session" in mine
 
 
 def test_an_admins_action_on_alices_session_shows_on_her_page(world):
-    NotebookServerFactory(user=world.alice, name="nb", job_id="")
+    SessionFactory(user=world.alice, name="nb", job_id="")
     admin_api = _client(world.admin)
     with pghistory.context(user=world.admin.pk, source="admin"):
-        NotebookServer.objects.filter(user=world.alice, name="nb").update(stop_requested_at=timezone.now())
+        Session.objects.filter(user=world.alice, name="nb").update(stop_requested_at=timezone.now())
     rows = [r for r in described(list(activity_of(world.alice))) if r["action"] == "update"]
     assert rows[0]["actor"] == "ada" and rows[0]["source"] == "admin"
-    assert admin_api.get("/api/v1/activity/").json()["results"][0]["object_type"] != "servers.NotebookServer"
+    assert admin_api.get("/api/v1/activity/").json()["results"][0]["object_type"] != "servers.Session"
 
 
 def test_events_cannot_be_changed_or_deleted_except_by_retention(world, settings):
@@ -393,12 +393,12 @@ def test_the_activity_api_pages_and_refuses_a_foreign_cursor(world):
 
 def test_a_session_the_idle_culler_stopped_reads_culler_and_the_cycle_goes_on_as_itself(world, settings):
     """The poll cycle learns from Slurm's accounting that a session was cancelled after its idle
-    time: the culler's doing (portal.servers.services.slurm_sync.servers_apply_accounting)."""
+    time: the culler's doing (portal.sessions.services.slurm_sync.servers_apply_accounting)."""
     from portal.audit.receivers import task_context_enter, task_context_exit
-    from portal.servers.services.slurm_sync import servers_apply_accounting
+    from portal.sessions.services.slurm_sync import servers_apply_accounting
 
     idle_since = timezone.now() - timedelta(seconds=settings.SERVERS_IDLE_TIMEOUT_SECONDS + 60)
-    server = NotebookServerFactory(user=world.alice, name="idle", job_id="6161", last_activity=idle_since)
+    server = SessionFactory(user=world.alice, name="idle", job_id="6161", last_activity=idle_since)
     job = JobFactory(user=world.alice, state="PENDING")
     row = AccountedJob(job_id="6161", state="CANCELLED by 0", exit_code=0, exit_signal=0,
                        submit_time=idle_since, start_time=idle_since, end_time=timezone.now(),
@@ -411,6 +411,6 @@ def test_a_session_the_idle_culler_stopped_reads_culler_and_the_cycle_goes_on_as
     finally:
         task_context_exit(task_id="t2")
     ended = [r for r in described(list(activity_of(world.alice)))
-             if r["object_type"] == "servers.NotebookServer" and r["action"] == "update"]
+             if r["object_type"] == "servers.Session" and r["action"] == "update"]
     assert [(r["source"], r["actor"], r["data"]["end_reason"]) for r in ended] == [("culler", None, "idle")]
     assert JobEvent.objects.get(pgh_obj=job, pgh_label="update").pgh_context["source"] == "poll cycle"

@@ -27,7 +27,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from portal.accounts.models import User
 from portal.efficiency.models import Efficiency
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.conftest import DEMO_PASSWORDS, ROOT
 from tests.factories import AppFactory, JobFactory
 
@@ -167,8 +167,8 @@ def _seed(username: str) -> dict[str, str]:
                               recorded_at=done.ended_at, cpus=8, mem_requested_mb=49152, gpus=1,
                               elapsed_seconds=3600, cpu_seconds=1800, mem_peak_mb=2048, gpu_util_percent=5)
     app = AppFactory(user=user)
-    NotebookServer.objects.create(user=user, name="a11y", partition="gpu", gpus=1, hours=1,
-                                  ended_at=timezone.now(), end_reason=NotebookServer.EndReason.STOPPED)
+    Session.objects.create(user=user, name="a11y", partition="gpu", gpus=1, hours=1,
+                                  ended_at=timezone.now(), end_reason=Session.EndReason.STOPPED)
     return {"job": reverse("jobs:detail", args=[done.pk]), "app": reverse("webapps:detail", args=[app.pk])}
 
 

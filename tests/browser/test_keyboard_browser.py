@@ -5,7 +5,7 @@ checked to be drawn."""
 
 import pytest
 
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.slurm_waits import SLURM_PATIENCE, wait_until_gone
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -68,7 +68,7 @@ def test_log_in_start_open_and_stop_a_session_with_tab_and_enter(portal_hub, liv
     # A part whose forms differ only by their masked CSRF token has not changed (no swap, no focus lost).
     assert page.evaluate("""() => window.portalBare('<input name="csrfmiddlewaretoken" value="a1">') ===
                                   window.portalBare('<input name="csrfmiddlewaretoken" value="b2">')""")
-    session = NotebookServer.objects.get(user__username="alice", name=name, ended_at__isnull=True)
+    session = Session.objects.get(user__username="alice", name=name, ended_at__isnull=True)
 
     # Open JupyterLab: a new tab, logged in through the portal.
     page.evaluate("document.activeElement.blur()")

@@ -13,7 +13,7 @@ from django.utils import timezone
 from portal.accounts.models import User
 from portal.jobs.job_templates import catalog
 from portal.jobs.models import Job, JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.browser.nav import go
 from tests.conftest import ROOT
 from tests.hub import wait_for
@@ -65,7 +65,7 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
     alice = User.objects.get(username="alice")
     assert not Job.objects.filter(user=alice).exists()
-    assert not NotebookServer.objects.filter(user=alice).exists()
+    assert not Session.objects.filter(user=alice).exists()
     _promised("The first page is your **home page**", "*What needs you*",
               "**Cluster** → **Cluster status**", "A100 GPUs free", "the **Nodes** table")
     assert _words(page.locator("h1")).startswith("Welcome")
@@ -170,7 +170,7 @@ def test_a_newcomer_follows_the_tour_and_sees_what_each_step_promises(portal_hub
     assert (page.input_value("#id_time_limit"), page.input_value("#id_gpus")) == ("480", "1")
 
     go(page, "sessions-link")
-    session = NotebookServer.objects.get(user=alice, name="tour")
+    session = Session.objects.get(user=alice, name="tour")
     assert _words(page.locator("#prefill-notice")) == (
         f"Filled in from your last session (tour, started on {_local(session.created_at)}). Use the defaults")
     assert page.input_value("#id_hours") == "1.0"

@@ -18,13 +18,13 @@ from portal.accounts.services import api_token_create
 from portal.benchmarks.services import result_import
 from portal.jobs.models import Job
 from portal.projects.models import Project
-from portal.servers.hub import HubServer, JupyterHub
-from portal.servers.services.hub_sync import servers_hub_sync
+from portal.sessions.hub import HubServer, JupyterHub
+from portal.sessions.services.hub_sync import servers_hub_sync
 from tests.cli.conftest import Cli
 from tests.conftest import ROOT
 from tests.factories import AppFactory, JobFactory
-from tests.servers.factories import DebugPartitionFactory, PartitionFactory
-from tests.servers.test_api import FakeHub
+from tests.sessions.factories import DebugPartitionFactory, PartitionFactory
+from tests.sessions.test_api import FakeHub
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from gpuportal_cli.client import Exit
 from gpuportal_cli.gpus import sparkline
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import Job, JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 T0 = (int(time.time()) // 60 - 5) * 60
 
@@ -48,8 +48,8 @@ def test_a_jobs_gpus(token_cli, alice):
 
 
 def test_a_sessions_gpus_and_one_without_samples(token_cli, alice):
-    session = NotebookServerFactory(user=alice, name="nb", gpus=1)
-    NotebookServer.objects.filter(pk=session.pk).update(created_at=datetime.fromtimestamp(T0 - 60, tz=UTC))
+    session = SessionFactory(user=alice, name="nb", gpus=1)
+    Session.objects.filter(pk=session.pk).update(created_at=datetime.fromtimestamp(T0 - 60, tz=UTC))
     done = token_cli("gpu", "session", "nb")
     assert done.returncode == 0 and done.stdout == "" and "No GPU samples for Session nb" in done.stderr
     session_gpu_samples_record(server_id=session.pk, samples=[GpuSample(t=T0 + 1, gpu=0, util=75)])
@@ -65,7 +65,7 @@ def test_a_warned_sessions_idle_gpus_and_keep_it(token_cli, alice):
     from portal.gpus.models import IdleWatch
 
     now = timezone.now()
-    session = NotebookServerFactory(user=alice, name="lunch", gpus=1, ready_at=now, started_at=now,
+    session = SessionFactory(user=alice, name="lunch", gpus=1, ready_at=now, started_at=now,
                                     node="gpu1")
     session_gpu_samples_record(server_id=session.pk, samples=[GpuSample(t=time.time(), gpu=0, util=0)])
     IdleWatch.objects.create(session=session, state=IdleWatch.State.WARNED, warned_at=now,

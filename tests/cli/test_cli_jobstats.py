@@ -11,7 +11,7 @@ from gpuportal_cli.efficiency import clock, meter
 from portal.jobs.models import JobState
 from tests.efficiency.records import efficiency_record, wasteful_job_record
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 
 def test_meter_and_clock():
@@ -56,7 +56,7 @@ def test_efficient_work_a_session_and_no_figures_yet(token_cli, alice):
     done = token_cli("jobstats", str(job.pk))
     assert done.returncode == 0 and "  * It used what it asked for: no advice." in done.stdout
 
-    session = NotebookServerFactory(user=alice, name="nb", gpus=0,
+    session = SessionFactory(user=alice, name="nb", gpus=0,
                                     ended_at=timezone.now() - timedelta(hours=1))
     efficiency_record(session=session, gpus=0, gpus_busy=None, gpu_util_percent=None)
     shown = token_cli("jobstats", "--session", "nb")

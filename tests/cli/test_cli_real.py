@@ -1,6 +1,6 @@
 """The CLI as a user runs it, against the live portal on the real stack: LDAP login, jobs and
 TensorBoards through Slurm (the poll cycle runs in the background, as beat would). Sessions through
-the real hub: tests/servers/test_cli_sessions_real.py (the hub fixture lives there)."""
+the real hub: tests/sessions/test_cli_sessions_real.py (the hub fixture lives there)."""
 
 import pwd
 import shutil

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from portal.waits.models import Waiting
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 
 def _waiting(job_id, **fields):
@@ -28,7 +28,7 @@ def test_job_and_session_show_why_they_wait(token_cli, alice):
     assert "2920 = age 7 + fair share 1667 + job size 254 + partition 992 + QOS 0" in shown.stdout
     assert "1 of 3 waiting for gpu" in shown.stdout and "0.25 (1 = you used little lately)" in shown.stdout
 
-    NotebookServerFactory(user=alice, name="queued", job_id="5152", queued_at=timezone.now())
+    SessionFactory(user=alice, name="queued", job_id="5152", queued_at=timezone.now())
     _waiting("5152", reason="JobHeldAdmin", estimated_start=None, priority_total=None, position=None)
     shown = token_cli("session", "show", "queued")
     assert shown.returncode == 0, shown.stderr

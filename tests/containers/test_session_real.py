@@ -12,7 +12,7 @@ import websocket
 
 from portal.containers.pulls import pull_start
 from portal.containers.services import credential_store
-from portal.servers.services.start import server_start
+from portal.sessions.services.start import server_start
 from tests.containers.conftest import LOGIN, REGISTRY, needs_registry
 from tests.factories import UserFactory
 from tests.hub import job_gpu_indexes, wait_for

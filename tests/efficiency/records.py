@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from portal.efficiency.models import Efficiency
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 
 HOUR = 3600
 GIB = 1024
@@ -21,7 +21,7 @@ def wasteful_job_record(job: Job, **figures: object) -> Efficiency:
                                          "gpu_util_percent": 0.0, "gpus_busy": 0, **figures})
 
 
-def efficiency_record(*, job: Job | None = None, session: NotebookServer | None = None,
+def efficiency_record(*, job: Job | None = None, session: Session | None = None,
                       **figures: object) -> Efficiency:
     """A record that used what it asked for (4 CPUs, 16 GB, 2 GPUs, 1 h), unless `figures` say
     otherwise."""

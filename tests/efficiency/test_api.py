@@ -11,7 +11,7 @@ from portal.accounts.services import api_token_create
 from portal.jobs.models import JobState
 from tests.efficiency.records import GIB, HOUR, efficiency_record, wasteful_job_record
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -78,13 +78,13 @@ def test_no_record_yet_is_a_409_and_anothers_job_a_404(token_client, user):
 
 def test_a_session_is_its_newest_ended_one_with_a_record(token_client, user):
     now = timezone.now()
-    old = NotebookServerFactory(user=user, name="nb", job_id="700", ended_at=now - timedelta(days=2))
+    old = SessionFactory(user=user, name="nb", job_id="700", ended_at=now - timedelta(days=2))
     efficiency_record(session=old, ended_at=now - timedelta(days=2), gpus=1, gpus_busy=1)
-    newer = NotebookServerFactory(user=user, name="nb", job_id="701", ended_at=now - timedelta(hours=3),
+    newer = SessionFactory(user=user, name="nb", job_id="701", ended_at=now - timedelta(hours=3),
                                   gpus=2)
     efficiency_record(session=newer, ended_at=now - timedelta(hours=3), gpus=2, gpus_busy=1,
                       elapsed_seconds=HOUR, time_limit_seconds=8 * HOUR)
-    NotebookServerFactory(user=user, name="nb", job_id="702")  # running: no figures yet
+    SessionFactory(user=user, name="nb", job_id="702")  # running: no figures yet
     response = token_client.get("/api/v1/sessions/nb/efficiency/")
     assert response.status_code == 200, response.content
     body = response.json()
@@ -94,11 +94,11 @@ def test_a_session_is_its_newest_ended_one_with_a_record(token_client, user):
 
 
 def test_a_session_without_a_record_and_anothers(token_client, user):
-    NotebookServerFactory(user=user, name="fresh")
+    SessionFactory(user=user, name="fresh")
     response = token_client.get("/api/v1/sessions/fresh/efficiency/")
     assert response.status_code == 409 and response.json()["code"] == "no_efficiency"
     bob = UserFactory(username="bob")
-    bobs = NotebookServerFactory(user=bob, name="hers", ended_at=timezone.now())
+    bobs = SessionFactory(user=bob, name="hers", ended_at=timezone.now())
     efficiency_record(session=bobs)
     for name in ("hers", "nobody"):
         response = token_client.get(f"/api/v1/sessions/{name}/efficiency/")

@@ -10,7 +10,7 @@ from django.utils import timezone
 from portal.jobs.models import JobState
 from tests.efficiency.records import efficiency_record, wasteful_job_record
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -60,10 +60,10 @@ def test_nothing_before_the_job_ends_or_is_recorded(alice_client, user):
 
 def test_the_session_history_shows_an_ended_sessions_efficiency(alice_client, user):
     now = timezone.now()
-    session = NotebookServerFactory(user=user, name="nb", gpus=2, ended_at=now - timedelta(hours=1),
+    session = SessionFactory(user=user, name="nb", gpus=2, ended_at=now - timedelta(hours=1),
                                     end_reason="stopped")
     efficiency_record(session=session, gpus=2, gpus_busy=1, elapsed_seconds=3600, time_limit_seconds=8 * 3600)
-    NotebookServerFactory(user=user, name="other", ended_at=now - timedelta(hours=2))  # no record yet
+    SessionFactory(user=user, name="other", ended_at=now - timedelta(hours=2))  # no record yet
     html = alice_client.get("/servers/").content.decode()
     recent = _section(html, 'id="recent-sessions"', "Start a session")
     assert recent.count("data-efficiency") == 1

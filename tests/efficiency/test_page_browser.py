@@ -11,7 +11,7 @@ from portal.accounts.models import User
 from tests.browser.test_accessibility_browser import AXE, FAILING, OVERFLOW_JS, WCAG_TAGS, _login
 from tests.efficiency.records import efficiency_record, wasteful_job_record
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -28,7 +28,7 @@ def test_the_efficiency_bars_pass_axe(live_server, browser):
                 alice = User.objects.get(username="alice")
                 job = JobFactory(user=alice, ended_at=timezone.now())
                 wasteful_job_record(job)
-                session = NotebookServerFactory(user=alice, name="history", gpus=2,
+                session = SessionFactory(user=alice, name="history", gpus=2,
                                                 ended_at=timezone.now() - timedelta(hours=1))
                 efficiency_record(session=session, gpus_busy=1, time_limit_seconds=8 * 3600)
             page = context.new_page()

@@ -31,7 +31,7 @@ from portal.efficiency.reports import (
     wasteful_users,
 )
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +42,7 @@ NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 
 def _record(user, *, ended_at=None, session=False, **figures) -> Efficiency:
     """An ended job's record (a session's with `session`): 4 CPUs, 8 GiB, 2 GPUs for an hour, half used."""
-    owner = {"session": NotebookServerFactory(user=user)} if session else {"job": JobFactory(user=user)}
+    owner = {"session": SessionFactory(user=user)} if session else {"job": JobFactory(user=user)}
     values = {"partition": "gpu", "cpus": 4, "mem_requested_mb": 8 * GIB, "gpus": 2, "elapsed_seconds": HOUR,
               "cpu_seconds": 2 * HOUR, "mem_peak_mb": 4 * GIB, "gpu_util_percent": 50.0, **figures}
     return Efficiency.objects.create(user=user, ended_at=ended_at or NOW - timedelta(days=1),

@@ -15,7 +15,7 @@ from portal.poll.cycle import _efficiency_record
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import JobEfficiency, Parsed
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
@@ -57,7 +57,7 @@ def gpu_samples(owner, utils):
 
 def test_ended_jobs_and_sessions_get_one_record_each_from_one_call():
     job = ended_job(template="pytorch", gpus_per_node=2)
-    session = NotebookServerFactory(job_id="7001", profile="small", started_at=NOW - timedelta(minutes=30),
+    session = SessionFactory(job_id="7001", profile="small", started_at=NOW - timedelta(minutes=30),
                                     ended_at=NOW - timedelta(minutes=2))
     gpu_samples({"job": job}, [0.0, 30.0])
     slurm = FakeSlurm({job.slurm_job_id: figures(job.slurm_job_id),
@@ -112,8 +112,8 @@ def test_only_ended_work_of_the_lookback_without_a_record_is_asked_for(settings)
     ended_job(state=JobState.REJECTED)  # never ran
     ended_job(state=JobState.CANCELLED, started_at=None)  # cancelled while pending
     ended_job(slurm_job_id="")
-    NotebookServerFactory(job_id="7002", started_at=None, ended_at=NOW)  # never started
-    NotebookServerFactory(job_id="7003", started_at=NOW - timedelta(hours=1), ended_at=None)  # running
+    SessionFactory(job_id="7002", started_at=None, ended_at=NOW)  # never started
+    SessionFactory(job_id="7003", started_at=NOW - timedelta(hours=1), ended_at=None)  # running
     slurm = FakeSlurm()
     efficiency_record(slurm=slurm, now=NOW)
     assert slurm.asked == [[due.slurm_job_id]]
@@ -122,7 +122,7 @@ def test_only_ended_work_of_the_lookback_without_a_record_is_asked_for(settings)
 def test_at_most_per_cycle_the_oldest_first(settings):
     settings.EFFICIENCY_PER_CYCLE = 2
     jobs = [ended_job(minutes_ago=minutes) for minutes in (1, 5, 3)]
-    NotebookServerFactory(job_id="7004", started_at=NOW - timedelta(hours=1),
+    SessionFactory(job_id="7004", started_at=NOW - timedelta(hours=1),
                           ended_at=NOW - timedelta(minutes=4))
     ids = [job.slurm_job_id for job in jobs] + ["7004"]
     slurm = FakeSlurm({job_id: figures(job_id) for job_id in ids})

@@ -12,7 +12,7 @@ from portal.efficiency.models import Efficiency
 from portal.efficiency.suggest import percentile, suggested_resources
 from portal.policy.models import ResourceProfile
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +21,7 @@ GIB = 1024
 
 def efficiency_record(user, *, template="pytorch-train", profile="", minutes_ago=0, **figures) -> Efficiency:
     """An ended run's record: a job of `template`, or a session of `profile`."""
-    owner = ({"session": NotebookServerFactory(user=user, profile=profile)} if profile
+    owner = ({"session": SessionFactory(user=user, profile=profile)} if profile
              else {"job": JobFactory(user=user, template=template)})
     now = timezone.now()
     values = {"partition": "gpu", "cpus": 8, "mem_requested_mb": 16 * GIB, "gpus": 2,

@@ -11,7 +11,7 @@ from tests.browser.test_accessibility_browser import AXE, FAILING, WCAG_TAGS
 from tests.docs.conftest import ROOT
 from tests.efficiency.test_suggest import GIB, efficiency_record
 from tests.security.test_csp import _violations
-from tests.servers.factories import PartitionFactory
+from tests.sessions.factories import PartitionFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SHOTS = ROOT / "docs" / "assets" / "tour"

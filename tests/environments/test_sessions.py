@@ -4,11 +4,11 @@ handed to the hub with its kernel and prefix."""
 import pytest
 
 from portal.environments.models import Environment
-from portal.servers.hub import HubServer, JupyterHub
-from portal.servers.models import NotebookServer
-from portal.servers.services.hub_sync import servers_sync
+from portal.sessions.hub import HubServer, JupyterHub
+from portal.sessions.models import Session
+from portal.sessions.services.hub_sync import servers_sync
 from tests.environments.conftest import environment
-from tests.servers.test_api import FakeHub
+from tests.sessions.test_api import FakeHub
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/sessions/"
@@ -33,7 +33,7 @@ def test_the_environment_reaches_the_hub_and_the_record(token_client, hub):
     assert options == {"partition": "gpu", "gpus": 1, "hours": 8.0, "nodes": 1,
                        "environment": "pytorch", "environment_kernel": "pytorch",
                        "environment_path": "/opt/gpuportal/envs/pytorch"}
-    assert NotebookServer.objects.get(name="work").environment == "pytorch"
+    assert Session.objects.get(name="work").environment == "pytorch"
 
 
 def test_no_environment_sends_none(token_client, hub):
@@ -52,7 +52,7 @@ def test_unknown_hidden_or_kernelless_environments_are_a_400(token_client, hub, 
     response = token_client.post(URL, {"name": "work", "environment": name}, format="json")
     assert response.status_code == 400
     assert "environment" in response.json()["fields"]
-    assert hub.started == [] and not NotebookServer.objects.exists()
+    assert hub.started == [] and not Session.objects.exists()
 
 
 def test_the_start_form_offers_kernel_environments_with_versions(client, user, hub):
@@ -81,5 +81,5 @@ def test_a_server_started_at_the_hub_keeps_its_environment(user):
                             user_options=options),
         "odd": HubServer(name="odd", ready=True, pending=None, url="/u/", last_activity=None,
                          user_options=odd)})
-    assert NotebookServer.objects.get(name="direct").environment == "jax"
-    assert NotebookServer.objects.get(name="odd").environment == ""
+    assert Session.objects.get(name="direct").environment == "jax"
+    assert Session.objects.get(name="odd").environment == ""

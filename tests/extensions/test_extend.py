@@ -8,11 +8,11 @@ from django.utils import timezone
 from portal.extensions.models import ExtensionRequest
 from portal.extensions.services import extension_approve, extension_deny
 from portal.jobs.models import Job
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory, PartitionFactory, SlurmJobFactory
+from tests.sessions.factories import PartitionFactory, SessionFactory, SlurmJobFactory
 
 pytestmark = pytest.mark.django_db
 State = ExtensionRequest.State
@@ -53,7 +53,7 @@ def running_server(user, settings):
     PartitionFactory()
     end = timezone.now() + timedelta(minutes=50)
     SlurmJobFactory(job_id="5151", state="RUNNING", end_time=end, time_limit=timedelta(hours=1))
-    return NotebookServerFactory(user=user, name="nb", hours=1.0, job_id="5151", ends_at=end)
+    return SessionFactory(user=user, name="nb", hours=1.0, job_id="5151", ends_at=end)
 
 
 def test_job_within_cap_raises_slurm_limit_and_is_audited(token_client, running_job, slurm):
@@ -139,7 +139,7 @@ def test_session_within_cap_moves_its_end_and_hours(token_client, running_server
     response = token_client.post("/api/v1/sessions/nb/extend/", {"minutes": 30}, format="json")
     assert response.status_code == 200, response.json()
     assert slurm.calls == [("5151", 90)]
-    server = NotebookServer.objects.get(pk=running_server.pk)
+    server = Session.objects.get(pk=running_server.pk)
     assert server.hours == 1.5 and server.ends_at == before + timedelta(minutes=30)
     assert ExtensionRequest.objects.get().server == server
 
@@ -147,10 +147,10 @@ def test_session_within_cap_moves_its_end_and_hours(token_client, running_server
 def test_session_started_before_the_next_poll_can_be_extended(token_client, user, slurm, settings):
     PartitionFactory()
     SlurmJobFactory(job_id="6161", state="PENDING")  # the last poll's view, already out of date
-    NotebookServerFactory(user=user, name="fresh", hours=1.0, job_id="6161", started_at=timezone.now())
+    SessionFactory(user=user, name="fresh", hours=1.0, job_id="6161", started_at=timezone.now())
     response = token_client.post("/api/v1/sessions/fresh/extend/", {"minutes": 30}, format="json")
     assert response.status_code == 200 and slurm.calls == [("6161", 90)]
-    NotebookServerFactory(user=user, name="waiting", hours=1.0, job_id="6262")
+    SessionFactory(user=user, name="waiting", hours=1.0, job_id="6262")
     response = token_client.post("/api/v1/sessions/waiting/extend/", {"minutes": 30}, format="json")
     assert response.status_code == 409 and slurm.calls == [("6161", 90)]
 

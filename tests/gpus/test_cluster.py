@@ -13,7 +13,7 @@ from portal.gpus.cluster import cluster_gpu_hours
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import JobState
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def cluster():
     _minutes({"job": job}, 1, now - timedelta(days=8), 5, 90.0)  # older than the heat map
     GpuSummary.objects.create(job=job, samples=10, util_sum=500, util_count=10,
                               last={"1": _last(now, 87.0, 4096.0, 250.0)})
-    session = NotebookServerFactory(name="nb", node="gpu02", user=UserFactory(username="bob"),
+    session = SessionFactory(name="nb", node="gpu02", user=UserFactory(username="bob"),
                                     started_at=now - timedelta(hours=3))
     _minutes({"session": session}, 0, hour, 60, 10.0)
     GpuSummary.objects.create(session=session, samples=1, util_sum=10, util_count=1,

@@ -13,9 +13,9 @@ from django.utils import timezone
 from portal.cluster.models import Node
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import Job, JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -46,9 +46,9 @@ def test_the_sparkline_on_a_session_card_and_on_a_job_page(page, live_server):
     ARTIFACTS.mkdir(exist_ok=True)
     alice = UserFactory(username="alice")
     started = timezone.now() - timedelta(minutes=MINUTES + 5)
-    session = NotebookServerFactory(user=alice, name="train", gpus=2, node="gpu01", job_id="4242",
+    session = SessionFactory(user=alice, name="train", gpus=2, node="gpu01", job_id="4242",
                                     started_at=started, ready_at=started)
-    NotebookServer.objects.filter(pk=session.pk).update(created_at=started - timedelta(minutes=1))
+    Session.objects.filter(pk=session.pk).update(created_at=started - timedelta(minutes=1))
     session_gpu_samples_record(server_id=session.pk, samples=_history({0: lambda k: 90 - 2 * k,
                                                                        1: lambda k: 15 + (k % 4) * 5}))
     _log_in(page, live_server, alice)

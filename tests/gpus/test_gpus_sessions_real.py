@@ -12,12 +12,12 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.servers.models import NotebookServer
-from portal.servers.services.start import server_start
-from portal.servers.services.stop import server_stop
+from portal.sessions.models import Session
+from portal.sessions.services.start import server_start
+from portal.sessions.services.stop import server_stop
 from tests.factories import UserFactory
 from tests.hub import job_gpu_indexes
-from tests.servers.test_servers_real import ready_server
+from tests.sessions.test_servers_real import ready_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 GPU_DIR = Path("/var/lib/gpuportal/gpu")
@@ -55,4 +55,4 @@ def test_a_busy_gpu_shows_in_the_sessions_gpu_figures_within_30_s(portal_hub, li
         assert APIClient().get("/api/v1/sessions/sampled/gpu/").status_code == 401
     finally:
         state.write_text(before)
-        server_stop(server=NotebookServer.objects.get(user=alice, name="sampled"))
+        server_stop(server=Session.objects.get(user=alice, name="sampled"))

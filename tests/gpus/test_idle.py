@@ -14,9 +14,9 @@ from portal.gpus.idle_policy import IdleRules, idle_rules_resolve
 from portal.gpus.models import IdleEvent, IdlePolicy, IdleWatch
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import JobFactory, UserFactory
-from tests.servers.test_api import hub  # noqa: F401 - fixture
+from tests.sessions.test_api import hub  # noqa: F401 - fixture
 
 State = IdleWatch.State
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -98,11 +98,11 @@ def test_anything_busy_since_the_warning_or_figures_gone_withdraw_it():
 
 def _session(user, **fields):
     now = timezone.now()
-    server = NotebookServer.objects.create(
+    server = Session.objects.create(
         user=user, name=fields.pop("name", "idle"), partition="gpu", gpus=2, hours=4, job_id="777",
         started_at=now - timedelta(hours=1), ready_at=now - timedelta(hours=1), node="gpu1",
         ends_at=now + timedelta(hours=3), **fields)
-    NotebookServer.objects.filter(pk=server.pk).update(created_at=now - timedelta(hours=1))  # auto_now_add
+    Session.objects.filter(pk=server.pk).update(created_at=now - timedelta(hours=1))  # auto_now_add
     server.refresh_from_db()
     return server
 
@@ -145,7 +145,7 @@ def test_an_idle_session_is_warned_then_stopped_for_idle_gpus_with_its_figures(h
     report = idle_gpus_follow(now=stop_at)
     assert report.stopped == 1
     server.refresh_from_db()
-    assert server.end_reason == NotebookServer.EndReason.IDLE_GPUS
+    assert server.end_reason == Session.EndReason.IDLE_GPUS
     assert "2 GPUs under 5 %" in server.end_detail and "idle" not in hub.running
     stop = IdleEvent.objects.get(kind="stopped")
     assert stop.gpus == 2 and stop.reclaimed_gpu_hours == pytest.approx(2 * 2.75, abs=0.05)

@@ -15,10 +15,10 @@ from django.utils import timezone
 from portal.gpus.idle import idle_gpus_follow, session_activity_record
 from portal.gpus.models import IdleWatch
 from portal.gpus.services import GpuSample, session_gpu_samples_record
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import UserFactory
-from tests.servers.factories import NotebookServerFactory
-from tests.servers.test_api import hub  # noqa: F401 - fixture
+from tests.sessions.factories import SessionFactory
+from tests.sessions.test_api import hub  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -54,10 +54,10 @@ def test_the_warning_appears_with_a_notification_keep_it_and_stop_now(page, live
     ARTIFACTS.mkdir(exist_ok=True)
     alice = UserFactory(username="alice")
     started = timezone.now() - timedelta(minutes=10)
-    session = NotebookServerFactory(user=alice, name="train", gpus=2, node="gpu01", job_id="4242",
+    session = SessionFactory(user=alice, name="train", gpus=2, node="gpu01", job_id="4242",
                                     started_at=started, ready_at=started,
                                     ends_at=started + timedelta(hours=8))
-    NotebookServer.objects.filter(pk=session.pk).update(created_at=started - timedelta(minutes=1))
+    Session.objects.filter(pk=session.pk).update(created_at=started - timedelta(minutes=1))
     hub.running["train"] = object()
     _idle_minutes(session, 1)  # idle for a minute: not yet
     assert idle_gpus_follow().warned == 0
@@ -94,4 +94,4 @@ def test_the_warning_appears_with_a_notification_keep_it_and_stop_now(page, live
     page.locator("#idle-train #stop-now-train").click()
     page.wait_for_url(f"{live_server.url}/servers/")
     session.refresh_from_db()
-    assert session.end_reason == NotebookServer.EndReason.STOPPED and "train" not in hub.running
+    assert session.end_reason == Session.EndReason.STOPPED and "train" not in hub.running

@@ -16,7 +16,7 @@ from portal.gpus.models import IdleEvent, IdleWatch
 from portal.jobs.models import JobState
 from portal.tokens.report import report_token
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 IDLE = {"kernels": 2, "kernels_busy": 0, "terminals": 1, "terminals_busy": 0}
@@ -25,7 +25,7 @@ IDLE = {"kernels": 2, "kernels_busy": 0, "terminals": 1, "terminals_busy": 0}
 @pytest.fixture
 def session():
     now = timezone.now()
-    return NotebookServerFactory(user=UserFactory(username="alice"), name="idle", gpus=2, ready_at=now,
+    return SessionFactory(user=UserFactory(username="alice"), name="idle", gpus=2, ready_at=now,
                                  started_at=now, job_id="4242", node="gpu1")
 
 

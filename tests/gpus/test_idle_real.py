@@ -21,13 +21,13 @@ import websocket
 from portal.gpus.idle import idle_gpus_follow, idle_keep
 from portal.gpus.models import IdleEvent, IdleWatch
 from portal.jobs.models import TERMINAL_STATES, JobState
-from portal.servers.models import NotebookServer
-from portal.servers.services.start import server_start
-from portal.servers.services.stop import server_stop
+from portal.sessions.models import Session
+from portal.sessions.services.start import server_start
+from portal.sessions.services.stop import server_stop
 from tests.factories import UserFactory
 from tests.hub import job_gpu_indexes, wait_for
 from tests.jobs.conftest import poll_until
-from tests.servers.test_servers_real import ready_server
+from tests.sessions.test_servers_real import ready_server
 from tests.slurm_waits import squeue_state, wait_until_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -68,7 +68,7 @@ def _busy_cell(base: str, token: str, seconds: int) -> str:
     return kernel_id
 
 
-def _activity(server: NotebookServer) -> dict:
+def _activity(server: Session) -> dict:
     watch = IdleWatch.objects.filter(session=server).first()
     return (watch.activity or {}) if watch else {}
 
@@ -86,7 +86,7 @@ def test_a_busy_kernel_keeps_an_idle_gpu_session_keep_it_restarts_the_window_the
     alice = UserFactory(username="alice")
     server_start(user=alice, name="idle-gpu", gpus=1, hours=1)
     job_id = ready_server(portal_hub, "alice", "idle-gpu")["state"]["job_id"]
-    server = NotebookServer.objects.get(user=alice, name="idle-gpu")
+    server = Session.objects.get(user=alice, name="idle-gpu")
     state = _gpu_state(job_id)
     before = state.read_text() if state.exists() else ""
     token = portal_hub.request("POST", "/users/alice/tokens", json={"expires_in": 600}).json()["token"]
@@ -118,20 +118,20 @@ def test_a_busy_kernel_keeps_an_idle_gpu_session_keep_it_restarts_the_window_the
         assert watch.warned_at >= kept.kept_at
         assert time.monotonic() - kept_at >= WINDOW_S - 1
 
-        _follow_until(lambda: NotebookServer.objects.get(pk=server.pk).ended_at is not None, GRACE_S + 30,
+        _follow_until(lambda: Session.objects.get(pk=server.pk).ended_at is not None, GRACE_S + 30,
                       "the stop after the grace")
         server.refresh_from_db()
-        assert server.end_reason == NotebookServer.EndReason.IDLE_GPUS == "idle_gpus"
+        assert server.end_reason == Session.EndReason.IDLE_GPUS == "idle_gpus"
         assert server.end_detail.startswith("1 GPU under 5 % for")
         kinds = IdleEvent.objects.filter(session=server).order_by("at").values_list("kind", flat=True)
         assert list(kinds) == ["warned", "kept", "warned", "stopped"]
         assert IdleEvent.objects.get(session=server, kind="stopped").reclaimed_gpu_hours > 0.9
         wait_until_gone([job_id], "the idle session's job")
-        wait_for(lambda: NotebookServer.objects.get(pk=server.pk).end_reason == "idle_gpus", 5,
+        wait_for(lambda: Session.objects.get(pk=server.pk).end_reason == "idle_gpus", 5,
                  "the reason to stay (the job's exited report must not overwrite it)")
     finally:
         state.write_text(before)
-        live = NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).first()
+        live = Session.objects.filter(pk=server.pk, ended_at__isnull=True).first()
         if live is not None:
             server_stop(server=live)
 
@@ -157,7 +157,7 @@ def test_work_in_tmux_keeps_an_idle_gpu_session_and_its_end_lets_it_be_warned(po
     alice = UserFactory(username="alice")
     server_start(user=alice, name="in-tmux", gpus=1, hours=1)
     job_id = ready_server(portal_hub, "alice", "in-tmux")["state"]["job_id"]
-    server = NotebookServer.objects.get(user=alice, name="in-tmux")
+    server = Session.objects.get(user=alice, name="in-tmux")
     state = _gpu_state(job_id)
     before = state.read_text() if state.exists() else ""
     token = portal_hub.request("POST", "/users/alice/tokens", json={"expires_in": 600}).json()["token"]
@@ -184,7 +184,7 @@ def test_work_in_tmux_keeps_an_idle_gpu_session_and_its_end_lets_it_be_warned(po
         subprocess.run(["runuser", "-u", "alice", "--", "tmux", "-L", socket, "kill-server"],
                        capture_output=True, check=False)
         state.write_text(before)
-        live = NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=True).first()
+        live = Session.objects.filter(pk=server.pk, ended_at__isnull=True).first()
         if live is not None:
             server_stop(server=live)
 

@@ -20,7 +20,7 @@ from portal.gpus.models import IdleEvent
 from portal.gpus.tasks import idle_warning_mail
 from tests.conftest import ROOT
 from tests.factories import UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 PREFIX = "/user/alice/train/"
 
@@ -193,7 +193,7 @@ def test_mig_instances_are_sampled_by_uuid_through_their_gpu_and_read_as_unknown
 def test_the_warning_mail_goes_to_an_owner_with_an_address(settings):
     settings.PORTAL_URL = "https://portal.example"
     alice = UserFactory(username="alice")
-    session = NotebookServerFactory(user=alice, name="train", gpus=2)
+    session = SessionFactory(user=alice, name="train", gpus=2)
     event = IdleEvent.objects.create(kind="warned", at=timezone.now(), user=alice, session=session,
                                      partition="gpu", gpus=2, figures={
                                          "idle_minutes": 31.0, "util_percent": 5.0, "grace_minutes": 15.0})

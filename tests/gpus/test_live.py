@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import Job, JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 NOW = int(time.time())
@@ -32,9 +32,9 @@ def _clock():
 
 @pytest.fixture
 def session():
-    server = NotebookServerFactory(name="train", gpus=2, started_at=timezone.now(), ready_at=timezone.now(),
+    server = SessionFactory(name="train", gpus=2, started_at=timezone.now(), ready_at=timezone.now(),
                                    node="gpu01", job_id="4242")
-    NotebookServer.objects.filter(pk=server.pk).update(created_at=datetime.fromtimestamp(T0 - 600, tz=UTC))
+    Session.objects.filter(pk=server.pk).update(created_at=datetime.fromtimestamp(T0 - 600, tz=UTC))
     return server
 
 
@@ -63,7 +63,7 @@ def test_a_session_card_shows_each_gpus_last_sample_and_a_sparkline(client, sess
 
 def test_the_cards_sparkline_covers_the_last_hour_and_old_figures_are_said_to_be_old(client, session):
     old = T0 - 2 * 3600
-    NotebookServer.objects.filter(pk=session.pk).update(created_at=datetime.fromtimestamp(old - 60, tz=UTC))
+    Session.objects.filter(pk=session.pk).update(created_at=datetime.fromtimestamp(old - 60, tz=UTC))
     session_gpu_samples_record(server_id=session.pk, samples=[GpuSample(t=old, gpu=0, util=80),
                                                               GpuSample(t=T0 - 600, gpu=0, util=20)])
     client.force_login(session.user)
@@ -73,7 +73,7 @@ def test_the_cards_sparkline_covers_the_last_hour_and_old_figures_are_said_to_be
 
 
 def test_a_running_session_without_samples_waits_and_one_without_gpus_shows_nothing(client, session):
-    other = NotebookServerFactory(user=session.user, name="cpu", gpus=0, started_at=timezone.now())
+    other = SessionFactory(user=session.user, name="cpu", gpus=0, started_at=timezone.now())
     client.force_login(session.user)
     page = client.get("/servers/cards/").content.decode()
     assert 'id="gpus-train" data-gpu-live="true"' in page and "waiting for the first sample" in page

@@ -11,10 +11,10 @@ from rest_framework.test import APIClient
 
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.tokens.report import report_token
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/reports/"
@@ -31,8 +31,8 @@ def _sample(t, gpu=0, util=50.0, power=100.0):
 
 
 def _session(**kwargs):
-    server = NotebookServerFactory(**kwargs)
-    NotebookServer.objects.filter(pk=server.pk).update(created_at=datetime.fromtimestamp(T0 - 3600, tz=UTC))
+    server = SessionFactory(**kwargs)
+    Session.objects.filter(pk=server.pk).update(created_at=datetime.fromtimestamp(T0 - 3600, tz=UTC))
     server.refresh_from_db()
     return server
 
@@ -75,7 +75,7 @@ def test_a_jobs_token_cannot_write_a_sessions_samples_nor_the_other_way_round():
     assert GpuPoint.objects.filter(job=job).get().samples == 1
     assert GpuPoint.objects.filter(session=session).get().samples == 1
     # A token of a session that does not exist, or an app's, writes nothing.
-    missing = NotebookServer.objects.order_by("-pk").first().pk + 1000
+    missing = Session.objects.order_by("-pk").first().pk + 1000
     for token in (report_token("session", missing), report_token("app", session.pk)):
         assert _push(token, [_sample(T0 + 3)]).json()["applied"] is False
     assert GpuPoint.objects.count() == 2 and GpuSummary.objects.count() == 2
@@ -89,7 +89,7 @@ def test_an_ended_session_takes_samples_for_the_grace_period_only(settings):
     settings.GPU_REPORT_GRACE_MINUTES = 10
     session = _session(ended_at=timezone.now() - timedelta(minutes=5))
     assert _push(report_token("session", session.pk), [_sample(T0 + 1)]).json()["applied"] is True
-    NotebookServer.objects.filter(pk=session.pk).update(ended_at=timezone.now() - timedelta(minutes=11))
+    Session.objects.filter(pk=session.pk).update(ended_at=timezone.now() - timedelta(minutes=11))
     assert _push(report_token("session", session.pk), [_sample(T0 + 61)]).json()["applied"] is False
     assert GpuPoint.objects.filter(session=session).count() == 1
 
@@ -128,7 +128,7 @@ def test_the_endpoint_owner_newest_bob_404_admin_reads():
     old = _session(user=alice, name="nb", ended_at=timezone.now() - timedelta(days=1))
     _push(report_token("session", old.pk), [_sample(T0 + 1, util=10)])
     new = _session(user=alice, name="nb")
-    NotebookServer.objects.filter(pk=new.pk).update(created_at=datetime.fromtimestamp(T0 - 60, tz=UTC))
+    Session.objects.filter(pk=new.pk).update(created_at=datetime.fromtimestamp(T0 - 60, tz=UTC))
     assert _push(report_token("session", new.pk), [_sample(T0 + 1, util=90)]).json()["applied"] is True
 
     body = _client(alice).get("/api/v1/sessions/nb/gpu/").json()

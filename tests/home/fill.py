@@ -14,7 +14,7 @@ from portal.gpus.models import IdleWatch
 from portal.jobs.models import Job, JobState
 from portal.launches.models import Preset
 from portal.projects.models import Project
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.tracking.models import Experiment, Run, RunStatus
 from portal.waits.models import Waiting
 from portal.webapps.models import App, AppState
@@ -25,8 +25,8 @@ TEMPLATES = ("custom", "pytorch-train", "resnet50-benchmark", "nccl-allreduce")
 
 @dataclass
 class Filled:
-    running_sessions: list[NotebookServer]
-    waiting_sessions: list[NotebookServer]
+    running_sessions: list[Session]
+    waiting_sessions: list[Session]
     running_apps: list[App]
     waiting_apps: list[App]
     running_jobs: list[Job]
@@ -58,7 +58,7 @@ def home_fill(user: User, n: int, *, tag: str = "") -> Filled:
         SlurmJob.objects.create(job_id=job_id, user=user.username, partition="gpu", state="RUNNING",
                                 gpus=1, nodes="gpu-node1", start_time=now - timedelta(hours=1),
                                 end_time=now + timedelta(hours=7))
-        server = NotebookServer.objects.create(
+        server = Session.objects.create(
             user=user, name=f"{prefix}-run-{number}"[:30], partition="gpu", gpus=1, hours=8, job_id=job_id,
             hub_accepted_at=now, started_at=now - timedelta(hours=1), ready_at=now - timedelta(hours=1),
             node="gpu-node1")
@@ -68,7 +68,7 @@ def home_fill(user: User, n: int, *, tag: str = "") -> Filled:
         running_sessions.append(server)
         job_id = _slurm_id()
         _waiting(job_id, user)
-        waiting_sessions.append(NotebookServer.objects.create(
+        waiting_sessions.append(Session.objects.create(
             user=user, name=f"{prefix}-wait-{number}"[:30], partition="gpu", gpus=4, hours=8, job_id=job_id,
             hub_accepted_at=now, queued_at=now))
     running_apps = [AppFactory(user=user, state=AppState.READY, host="gpu-node1", port=8000,

@@ -15,7 +15,7 @@ from portal.extensions.models import ExtensionRequest
 from portal.home.selectors import home_get, home_since, templates_last_used
 from portal.jobs.models import JobState
 from portal.projects.models import Project
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.webapps.models import AppState
 from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.home.fill import home_fill
@@ -144,9 +144,9 @@ def test_failures_and_decisions_before_the_last_visit_are_not_shown(alice):
 
 
 def test_quick_starts_last_session_templates_and_apps(page, alice):
-    NotebookServer.objects.create(user=alice, name="old", partition="gpu", gpus=1, hours=2,
+    Session.objects.create(user=alice, name="old", partition="gpu", gpus=1, hours=2,
                                   ended_at=timezone.now())
-    NotebookServer.objects.create(user=alice, name="newest", partition="gpu", gpus=2, hours=3,
+    Session.objects.create(user=alice, name="newest", partition="gpu", gpus=2, hours=3,
                                   environment="pytorch", ended_at=timezone.now())
     for template in ("custom", "nccl-allreduce", "custom", "pytorch-train", "resnet50-benchmark", "gone"):
         JobFactory(user=alice, template=template, submitted_at=timezone.now())

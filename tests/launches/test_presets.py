@@ -9,9 +9,9 @@ from django.http import QueryDict
 from portal.launches.models import Preset
 from portal.launches.selectors import preset_form_url
 from portal.launches.services import MAX_PRESETS_PER_USER
-from portal.servers.selectors import server_start_initial as session_initial
+from portal.sessions.selectors import server_start_initial as session_initial
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 SESSION = {"partition": "debug", "gpus": 2, "hours": 1.5, "nodes": 1}
@@ -88,8 +88,8 @@ def test_presets_per_user_are_bounded(token_client, user):
 
 def test_session_prefill_relaunch_preset_and_last_used(user):
     assert session_initial(user=user, query=QueryDict()) == {}
-    NotebookServerFactory(user=user, name="old", partition="gpu", gpus=1, hours=2.0)
-    last = NotebookServerFactory(user=user, name="nb", partition="debug", gpus=2, hours=1.5, environment="pt")
+    SessionFactory(user=user, name="old", partition="gpu", gpus=1, hours=2.0)
+    last = SessionFactory(user=user, name="nb", partition="debug", gpus=2, hours=1.5, environment="pt")
     assert session_initial(user=user, query=QueryDict()) == {
         "partition": "debug", "gpus": 2, "hours": 1.5, "nodes": 1, "environment": "pt", "account": ""}
     # Relaunch of a session still running: one hour more, and a name that is free.

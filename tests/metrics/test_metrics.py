@@ -15,7 +15,7 @@ from portal.gpus.models import GpuPoint
 from portal.jobs.models import JobState
 from portal.metrics.models import ScrapeToken
 from portal.metrics.services import scrape_token_create
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import UserFactory
 from tests.metrics.conftest import gpu_jobs_plant
 
@@ -61,7 +61,7 @@ def test_only_admins_and_scrape_tokens_read_it_anybody_else_gets_401_or_403(scra
 
 def _session_plant(node: str, util: float, *, ended: bool = False) -> None:
     now = timezone.now().replace(second=0, microsecond=0)
-    session = NotebookServer.objects.create(user=UserFactory(username="bob"), name=f"s{util:.0f}",
+    session = Session.objects.create(user=UserFactory(username="bob"), name=f"s{util:.0f}",
                                             partition="gpu", gpus=1, hours=1, node=node,
                                             ended_at=now if ended else None)
     GpuPoint.objects.create(session=session, gpu=2, minute=now, samples=1, util_sum=util, util_count=1,

@@ -1,6 +1,6 @@
 """The notebook templates: their shape, the "Using this cluster" notebook run with papermill in its
 kernel, and the environments and data they need. The training templates run end to end inside
-Slurm-spawned servers, one per environment, in tests/servers/test_notebooks_real.py.
+Slurm-spawned servers, one per environment, in tests/sessions/test_notebooks_real.py.
 
 The templates train on the MNIST-format digits in ${GPUPORTAL_DATA_DIR:-/data}/mnist with small
 parameters, and must beat chance clearly on the held-back split and leave TensorBoard events under

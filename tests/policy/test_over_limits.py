@@ -5,11 +5,11 @@ import html
 
 import pytest
 
-from portal.servers.hub import JupyterHub
-from portal.servers.models import NotebookServer
+from portal.sessions.hub import JupyterHub
+from portal.sessions.models import Session
 from spawners.options import OptionError
 from tests.policy.cases import OVER_LIMITS
-from tests.servers.test_api import FakeHub
+from tests.sessions.test_api import FakeHub
 from tests.spawners.test_options import make_spawner
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,7 @@ def test_the_rest_api_refuses(cluster_policy, token_client, hub, options, field,
     response = token_client.post("/api/v1/sessions/", {"name": "over", **options}, format="json")
     assert response.status_code == 400
     assert response.json()["fields"] == {field: [message]}
-    assert hub.started == [] and not NotebookServer.objects.exists()
+    assert hub.started == [] and not Session.objects.exists()
 
 
 @pytest.mark.parametrize(("options", "field", "message"), OVER_LIMITS, ids=IDS)
@@ -37,7 +37,7 @@ def test_the_form_refuses(cluster_policy, client, user, hub, options, field, mes
     response = client.post("/servers/", {"name": "over", **options})
     assert response.status_code == 400
     assert html.escape(message) in response.content.decode()
-    assert hub.started == [] and not NotebookServer.objects.exists()
+    assert hub.started == [] and not Session.objects.exists()
 
 
 @pytest.mark.parametrize(("options", "field", "message"), OVER_LIMITS, ids=IDS)

@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from portal.cluster.models import PollStatus
 from portal.poll.cycle import poll_cycle
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import UserFactory
 from tests.hung_hub import hung_hub
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 LATER = ["servers_orphans_cancelled", "servers_stops_retried", "servers_cancelled", "idle", "waiting",
@@ -34,11 +34,11 @@ def test_a_hung_hub_costs_the_cycle_one_timeout(slurm, settings):
     alice = UserFactory(username="alice")
     long_ago = timezone.now() - timedelta(minutes=10)
     for name in ("q1", "q2", "q3"):  # queued past their queue timeout: the cycle stops them
-        server = NotebookServerFactory(user=alice, name=name, job_id="", queue_timeout_minutes=1,
+        server = SessionFactory(user=alice, name=name, job_id="", queue_timeout_minutes=1,
                                        started_at=None)
-        NotebookServer.objects.filter(pk=server.pk).update(created_at=long_ago)
+        Session.objects.filter(pk=server.pk).update(created_at=long_ago)
     for name in ("s1", "s2"):  # stops the hub has not carried out: the cycle asks again
-        NotebookServerFactory(user=alice, name=name, job_id="", stop_requested_at=long_ago)
+        SessionFactory(user=alice, name=name, job_id="", stop_requested_at=long_ago)
     with hung_hub() as hub:
         settings.JUPYTERHUB_API_URL = hub.url
         settings.JUPYTERHUB_TIMEOUT_SECONDS = 2
@@ -52,5 +52,5 @@ def test_a_hung_hub_costs_the_cycle_one_timeout(slurm, settings):
     assert "did not answer" in PollStatus.objects.get(pk=1).hub_error
     assert report.servers_cancelled == 0 and report.servers_stops_retried == 0
     # Nothing ended on a guess: each is asked again by a later cycle.
-    assert NotebookServer.objects.filter(ended_at__isnull=True).count() == 5
-    assert NotebookServer.objects.filter(stop_requested_at__isnull=False).count() == 5
+    assert Session.objects.filter(ended_at__isnull=True).count() == 5
+    assert Session.objects.filter(stop_requested_at__isnull=False).count() == 5

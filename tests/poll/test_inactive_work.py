@@ -12,13 +12,13 @@ from portal.containers.models import Image, Pull
 from portal.jobs.models import Job, JobState
 from portal.poll.cycle import queue_follow
 from portal.poll.deprovisioned import inactive_work_end
-from portal.servers.models import NotebookServer
-from portal.servers.services.start import server_spawn, servers_spawn_retry
+from portal.sessions.models import Session
+from portal.sessions.services.start import server_spawn, servers_spawn_retry
 from portal.webapps.models import App, AppState
 from slurm.errors import SlurmRejected, SlurmUnreachable
 from slurm.parsing import AccountedJob, Parsed, QueuedJob
 from tests.factories import AppFactory, JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory, SlurmJobFactory
+from tests.sessions.factories import SessionFactory, SlurmJobFactory
 
 pytestmark = pytest.mark.django_db
 REASON = "Deprovisioned: no longer in portal-users."
@@ -61,7 +61,7 @@ def _work(user, first_id):
                         next_attempt_at=timezone.now())
     pending = JobFactory(user=user, state=JobState.PENDING, slurm_job_id=next(ids), reason="Resources")
     running = JobFactory(user=user, state=JobState.RUNNING, slurm_job_id=next(ids))
-    server = NotebookServerFactory(user=user, name="mine", job_id=next(ids))
+    server = SessionFactory(user=user, name="mine", job_id=next(ids))
     board = AppFactory(user=user, state=AppState.READY, slurm_job_id=next(ids))
     image = Image.objects.get_or_create(name="python", runtime="podman", reference="127.0.0.1:5000/x:1")[0]
     pull = Pull.objects.create(user=user, image=image, state=Pull.State.RUNNING, slurm_job_id=next(ids))
@@ -88,18 +88,18 @@ def test_everything_of_an_inactive_user_ends_with_the_reason(bob):
     assert sorted(slurm.cancelled) == ["500", "502", "503", "504"]
     queued, pending, running, server, board, pull = alices
     assert Job.objects.get(pk=pending.pk).state == JobState.PENDING and not pending.cancel_requested_at
-    assert NotebookServer.objects.get(pk=server.pk).ended_at is None
+    assert Session.objects.get(pk=server.pk).ended_at is None
     assert App.objects.get(pk=board.pk).state == AppState.READY
     assert Pull.objects.get(pk=pull.pk).state == Pull.State.RUNNING
 
 
 def test_a_session_whose_job_id_the_portal_has_not_learned_is_found_in_the_queue(bob):
-    server = NotebookServerFactory(user=bob, name="late", job_id="")
+    server = SessionFactory(user=bob, name="late", job_id="")
     SlurmJobFactory(job_id="710", user="bob", name="jupyterhub:late", state="PENDING")
     SlurmJobFactory(job_id="711", user="bob", name="jupyterhub:late", state="CANCELLED")
     slurm = FakeSlurm()
     assert inactive_work_end(slurm=slurm).servers == 1
-    assert slurm.cancelled == ["710"] and NotebookServer.objects.get(pk=server.pk).ended_at
+    assert slurm.cancelled == ["710"] and Session.objects.get(pk=server.pk).ended_at
 
 
 def test_slurm_down_leaves_the_rest_for_the_next_cycle(bob):
@@ -133,8 +133,8 @@ def test_the_cycle_cancels_portal_jobs_slurm_runs_for_inactive_users(bob):
 
 
 def test_nothing_is_spawned_for_an_inactive_user(bob):
-    server = NotebookServerFactory(user=bob, hub_accepted_at=None)
-    NotebookServer.objects.filter(pk=server.pk).update(created_at=timezone.now() - timedelta(hours=1))
+    server = SessionFactory(user=bob, hub_accepted_at=None)
+    Session.objects.filter(pk=server.pk).update(created_at=timezone.now() - timedelta(hours=1))
     assert servers_spawn_retry(now=timezone.now()) == 0
     server_spawn(server_id=server.pk)  # would raise on the closed hub if it asked
     server.refresh_from_db()

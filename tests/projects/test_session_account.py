@@ -8,13 +8,13 @@ from django.utils import timezone
 from tornado import web
 
 from portal.projects.models import Project
-from portal.servers.hub import JupyterHub
-from portal.servers.models import NotebookServer
+from portal.sessions.hub import JupyterHub
+from portal.sessions.models import Session
 from portal.waits.models import FairShareRow, Waiting
 from slurm.adapter import Slurm
 from spawners.options import OptionError
 from spawners.slurm_spawner import PortalSlurmSpawner, apply_portal_options
-from tests.servers.test_api import FakeHub
+from tests.sessions.test_api import FakeHub
 from tests.spawners.test_options import make_spawner, rebuild
 from tests.spawners.test_poller import run
 
@@ -53,7 +53,7 @@ def test_the_session_form_offers_her_projects_as_the_composer_does(client, user,
     assert "is not one of your projects" in refused.content.decode()
     assert refused.context["form"].errors["account"]
     assert client.post("/servers/", {"name": "nb", "gpus": "1", "account": "nlp"}).status_code == 302
-    server = NotebookServer.objects.get(name="nb")
+    server = Session.objects.get(name="nb")
     assert server.account == "nlp" and hub.started[-1]["account"] == "nlp"
     assert "project <span data-account>nlp</span>" in client.get("/servers/").content.decode()
     # Relaunched, it keeps its project.
@@ -63,7 +63,7 @@ def test_the_session_form_offers_her_projects_as_the_composer_does(client, user,
 def test_the_api_takes_account_refuses_another_groups_and_none_sends_none(token_client, projects, hub):
     refused = token_client.post("/api/v1/sessions/", {"name": "nb", "account": "audio"}, format="json")
     assert refused.status_code == 400 and list(refused.json()["fields"]) == ["account"]
-    assert not NotebookServer.objects.exists()
+    assert not Session.objects.exists()
     started = token_client.post("/api/v1/sessions/", {"name": "nb", "account": "vision"}, format="json")
     assert started.status_code == 202 and started.json()["account"] == "vision"
     assert token_client.post("/api/v1/sessions/", {"name": "plain"}, format="json").status_code == 202

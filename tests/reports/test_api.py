@@ -10,13 +10,13 @@ from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
 from portal.jobs.models import JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.tokens.report import report_token
 from slurm.adapter import Slurm
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import AccountedJob, Parsed
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/reports/"
@@ -97,7 +97,7 @@ def test_a_token_reports_about_its_own_object_only():
     other.refresh_from_db()
     assert (other.state, other.node_list) == (JobState.PENDING, "")
     # A session with the same number as a job: each token is about its own kind only.
-    server = NotebookServerFactory(id=other.pk, started_at=None)
+    server = SessionFactory(id=other.pk, started_at=None)
     _report(report_token("session", other.pk), {"event": "started", "node": "n2"})
     other.refresh_from_db()
     server.refresh_from_db()
@@ -268,7 +268,7 @@ def test_job_page_and_api_never_show_the_report_token(user):
 # --- Sessions ---
 
 def test_session_started_ready_exited():
-    server = NotebookServerFactory(job_id="", started_at=None)
+    server = SessionFactory(job_id="", started_at=None)
     token = report_token("session", server.pk)
     assert _report(token, {"event": "started", "node": "gpu-node2"}).json() == {"applied": True}
     assert _report(token, {"event": "started", "node": "gpu-node1"}).json() == {"applied": False}
@@ -279,7 +279,7 @@ def test_session_started_ready_exited():
     ready_at = server.ready_at
     assert _report(token, {"event": "exited", "exit_code": 0}).json() == {"applied": True}
     server.refresh_from_db()
-    assert server.ended_at and server.end_reason == NotebookServer.EndReason.ENDED
+    assert server.ended_at and server.end_reason == Session.EndReason.ENDED
     ended_at = server.ended_at
     # Repeats and late reports change nothing once it ended.
     for body in ({"event": "exited", "exit_code": 1}, {"event": "ready"}, {"event": "started", "node": "x"}):
@@ -290,7 +290,7 @@ def test_session_started_ready_exited():
 
 def test_session_started_keeps_the_polls_start_time():
     started = timezone.now() - timedelta(minutes=1)
-    server = NotebookServerFactory(started_at=started)
+    server = SessionFactory(started_at=started)
     assert _report(report_token("session", server.pk), {"event": "started", "node": "gpu-node1"}).json() == {
         "applied": True}
     server.refresh_from_db()
@@ -298,26 +298,26 @@ def test_session_started_keeps_the_polls_start_time():
 
 
 def test_session_exited_after_a_stop_is_stopped():
-    server = NotebookServerFactory(stop_requested_at=timezone.now())
+    server = SessionFactory(stop_requested_at=timezone.now())
     _report(report_token("session", server.pk), {"event": "exited", "exit_code": 143})
     server.refresh_from_db()
-    assert server.end_reason == NotebookServer.EndReason.STOPPED
+    assert server.end_reason == Session.EndReason.STOPPED
 
 
 def test_session_already_ended_keeps_its_end():
     ended = timezone.now() - timedelta(minutes=10)  # within the token's grace
-    server = NotebookServerFactory(ended_at=ended, end_reason=NotebookServer.EndReason.IDLE)
+    server = SessionFactory(ended_at=ended, end_reason=Session.EndReason.IDLE)
     assert _report(report_token("session", server.pk), {"event": "exited", "exit_code": 0}).json() == {
         "applied": False}
     server.refresh_from_db()
-    assert (server.ended_at, server.end_reason) == (ended, NotebookServer.EndReason.IDLE)
+    assert (server.ended_at, server.end_reason) == (ended, Session.EndReason.IDLE)
 
 
 @pytest.mark.parametrize(("slurm_state", "reason"), [("TIMEOUT", "time_limit"), ("COMPLETED", "ended"),
                                                      ("CANCELLED by 0", "ended")])
 def test_session_exited_is_refined_by_accounting(slurm, django_capture_on_commit_callbacks, slurm_state,
                                                  reason):
-    server = NotebookServerFactory(job_id="5100", last_activity=timezone.now())
+    server = SessionFactory(job_id="5100", last_activity=timezone.now())
     slurm.answers = [[_row("5100", "RUNNING", end=False)], [_row("5100", slurm_state)]]
     with django_capture_on_commit_callbacks(execute=True):
         _report(report_token("session", server.pk), {"event": "exited", "exit_code": 143})
@@ -328,19 +328,19 @@ def test_session_exited_is_refined_by_accounting(slurm, django_capture_on_commit
 
 def test_session_exited_after_a_stop_at_the_time_limit_is_the_time_limit(slurm,
                                                                          django_capture_on_commit_callbacks):
-    server = NotebookServerFactory(job_id="5101", stop_requested_at=timezone.now())
+    server = SessionFactory(job_id="5101", stop_requested_at=timezone.now())
     slurm.answers = [[_row("5101", "TIMEOUT")]]
     with django_capture_on_commit_callbacks(execute=True):
         _report(report_token("session", server.pk), {"event": "exited", "exit_code": 143})
     server.refresh_from_db()
-    assert server.end_reason == NotebookServer.EndReason.TIME_LIMIT
+    assert server.end_reason == Session.EndReason.TIME_LIMIT
 
 
 def test_the_session_card_shows_the_reported_node(user):
-    from portal.servers.selectors import server_card
-    from tests.servers.factories import SlurmJobFactory
+    from portal.sessions.selectors import server_card
+    from tests.sessions.factories import SlurmJobFactory
 
-    server = NotebookServerFactory(user=user, job_id="77")
+    server = SessionFactory(user=user, job_id="77")
     SlurmJobFactory(job_id="77", nodes="vm")  # the poll's
     assert server_card(server=server).node == "vm"
     _report(report_token("session", server.pk), {"event": "started", "node": "gpu-node2"})
@@ -350,9 +350,9 @@ def test_the_session_card_shows_the_reported_node(user):
 
 def test_the_spawners_queued_report_shows_the_session_queued_until_its_job_starts(user):
     """The hub's spawner reports the wait as it sees it: no poll cycle needed for the page to say so."""
-    from portal.servers.selectors import server_card
+    from portal.sessions.selectors import server_card
 
-    server = NotebookServerFactory(user=user, job_id="", started_at=None, hub_accepted_at=None)
+    server = SessionFactory(user=user, job_id="", started_at=None, hub_accepted_at=None)
     token = report_token("session", server.pk)
     assert _report(token, {"event": "queued"}).json() == {"applied": True}  # Slurm gave no reason yet
     server.refresh_from_db()
@@ -376,8 +376,8 @@ def test_a_jobs_queued_report_changes_nothing():
 
 @pytest.fixture
 def hub(monkeypatch):
-    from portal.servers.hub import JupyterHub
-    from tests.servers.test_api import FakeHub
+    from portal.sessions.hub import JupyterHub
+    from tests.sessions.test_api import FakeHub
 
     fake = FakeHub()
     monkeypatch.setattr(JupyterHub, "from_settings", classmethod(lambda cls, **_: fake))
@@ -386,10 +386,10 @@ def hub(monkeypatch):
 
 def test_a_session_that_ended_before_the_portal_knew_its_job_gets_the_id_from_the_hub(
         slurm, hub, user, django_capture_on_commit_callbacks):
-    from portal.servers.hub import HubServer
-    from portal.servers.services.hub_sync import servers_sync
+    from portal.sessions.hub import HubServer
+    from portal.sessions.services.hub_sync import servers_sync
 
-    server = NotebookServerFactory(user=user, name="quick", job_id="")
+    server = SessionFactory(user=user, name="quick", job_id="")
     listed = HubServer(name="quick", ready=False, pending="spawn", url="/user/alice/quick/",
                        last_activity=None, job_id="5200")
     hub.running["quick"] = listed  # the hub has not noticed yet
@@ -401,16 +401,16 @@ def test_a_session_that_ended_before_the_portal_knew_its_job_gets_the_id_from_th
         "5200", START + timedelta(minutes=5), "ended")
     # The hub's entry is that ended server, not one to adopt.
     servers_sync(user=user, hub_servers={"quick": listed})
-    assert list(NotebookServer.objects.filter(user=user)) == [server]
+    assert list(Session.objects.filter(user=user)) == [server]
 
 
 @pytest.mark.parametrize("event", [{"event": "started", "node": "gpu-node1"}, {"event": "queued"}])
 def test_a_session_that_reports_before_the_portal_knew_its_job_gets_the_id_from_the_hub(
         hub, user, event, django_capture_on_commit_callbacks):
     """At once, not at the next poll cycle; and from the hub, whatever a report might say."""
-    from portal.servers.hub import HubServer
+    from portal.sessions.hub import HubServer
 
-    server = NotebookServerFactory(user=user, name="fresh", job_id="", started_at=None)
+    server = SessionFactory(user=user, name="fresh", job_id="", started_at=None)
     hub.running["fresh"] = HubServer(name="fresh", ready=False, pending="spawn", url="/user/alice/fresh/",
                                      last_activity=None, job_id="5300")
     with django_capture_on_commit_callbacks(execute=True):
@@ -421,7 +421,7 @@ def test_a_session_that_reports_before_the_portal_knew_its_job_gets_the_id_from_
 
 def test_a_hub_that_does_not_answer_leaves_the_job_id_to_the_poll_cycle(hub, user,
                                                                         django_capture_on_commit_callbacks):
-    server = NotebookServerFactory(user=user, name="fresh", job_id="", started_at=None)
+    server = SessionFactory(user=user, name="fresh", job_id="", started_at=None)
     hub.down = True
     with django_capture_on_commit_callbacks(execute=True):
         response = _report(report_token("session", server.pk), {"event": "started", "node": "gpu-node1"})
@@ -431,7 +431,7 @@ def test_a_hub_that_does_not_answer_leaves_the_job_id_to_the_poll_cycle(hub, use
 
 
 def test_a_session_the_hub_forgot_keeps_the_reports_end(slurm, hub, django_capture_on_commit_callbacks):
-    server = NotebookServerFactory(job_id="")
+    server = SessionFactory(job_id="")
     with django_capture_on_commit_callbacks(execute=True):
         _report(report_token("session", server.pk), {"event": "exited", "exit_code": 0})
     server.refresh_from_db()

@@ -8,7 +8,7 @@ from schemathesis import GenerationMode
 
 from portal.tokens.report import report_token
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 from tests.test_api_fuzz import CHECKS, api_server  # noqa: F401 - a fixture
 
 EXAMPLES = 50
@@ -25,7 +25,7 @@ def api_schema(api_server, monkeypatch):  # noqa: F811 - the imported fixture
 @pytest.mark.parametrize("kind", ["job", "session"])
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_reports_api(api_schema, api_server, mode, kind):  # noqa: F811
-    target = JobFactory(state="PENDING") if kind == "job" else NotebookServerFactory(job_id="5")
+    target = JobFactory(state="PENDING") if kind == "job" else SessionFactory(job_id="5")
     headers = {"Authorization": f"Report {report_token(kind, target.pk)}"}
     statuses = []
     [operation] = [result.ok() for result in api_schema.get_all_operations()]

@@ -23,14 +23,14 @@ from portal.accounts.services import api_token_create
 from portal.celery_app import app
 from portal.cluster.models import PollStatus
 from portal.jobs.models import IN_SLURM_STATES, TERMINAL_STATES, Job, JobState
-from portal.servers.models import NotebookServer
-from portal.servers.services.start import server_start
+from portal.sessions.models import Session
+from portal.sessions.services.start import server_start
 from slurm.errors import SlurmError
 from tests.conftest import ROOT
 from tests.factories import UserFactory
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
-from tests.servers.test_servers_real import ready_server
+from tests.sessions.test_servers_real import ready_server
 from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -161,24 +161,24 @@ def test_a_session_reports_started_ready_and_exited(portal_hub, live_server, slu
     job_id = ready_server(portal_hub, "alice", "pushed")["state"]["job_id"]  # the hub's API, not the portal
 
     def reported():
-        row = NotebookServer.objects.get(pk=server.pk)
+        row = Session.objects.get(pk=server.pk)
         return row if row.node and row.started_at and row.ready_at else None
     row = wait_for(reported, 10, "the session's started and ready reports")
     assert row.ended_at is None and row.node
     slurm_poll()  # what beat does: the portal learns the session's Slurm job id (a running one's)
-    assert NotebookServer.objects.get(pk=server.pk).job_id == job_id
+    assert Session.objects.get(pk=server.pk).job_id == job_id
 
     # Stopped at the hub (as its idle culler does): the job's SIGTERM trap reports the exit.
     stopped = time.time()
     portal_hub.request("DELETE", "/users/alice/servers/pushed", json={"remove": True})
-    row = wait_for(lambda: NotebookServer.objects.filter(pk=server.pk, ended_at__isnull=False).first(), 15,
+    row = wait_for(lambda: Session.objects.filter(pk=server.pk, ended_at__isnull=False).first(), 15,
                    "the session's exited report", interval=0.05)
     ended_after = time.time() - stopped
-    assert row.end_reason == NotebookServer.EndReason.ENDED
+    assert row.end_reason == Session.EndReason.ENDED
     # Then Slurm's record replaces the report's time (whole seconds).
     accounted = wait_for(lambda: next((r for r in slurm.accounting(job_ids=[job_id]).rows if r.end_time),
                                       None), SLURM_PATIENCE, "the job's end in accounting")
-    wait_for(lambda: NotebookServer.objects.get(pk=server.pk).ended_at == accounted.end_time, SLURM_PATIENCE,
+    wait_for(lambda: Session.objects.get(pk=server.pk).ended_at == accounted.end_time, SLURM_PATIENCE,
              "the end time from accounting")
     print(f"\nsession {job_id}: ended in the portal {ended_after:.2f} s after the hub was asked to stop it "
           "(the hub's DELETE answers once the job is gone)")

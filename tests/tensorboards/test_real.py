@@ -19,7 +19,7 @@ from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 (
 from tests.jobs.test_fencing_real import _plant as plant_slurm_job
 from tests.jobs.test_fencing_real import _slurm_jobs as slurm_jobs_with_comment
 from tests.poll_helpers import slurm_poll
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 from tests.slurm_waits import wait_until_gone
 from tests.tensorboards.conftest import TRAINING
 
@@ -74,7 +74,7 @@ def test_training_metrics_recorded_and_tensorboard_from_the_job(token_client, sl
 
 def test_a_sessions_tensorboard_opens_its_logs_folder(token_client, user, slurm,
                                                       django_capture_on_commit_callbacks):
-    NotebookServerFactory(user=user, name="tbsession")
+    SessionFactory(user=user, name="tbsession")
     with django_capture_on_commit_callbacks(execute=True):  # its worker runs once the request committed
         response = token_client.post("/api/v1/tensorboards/", {"session": "tbsession"}, format="json")
     assert response.status_code == 201, response.json()

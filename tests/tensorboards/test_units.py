@@ -24,7 +24,7 @@ from portal.webapps.models import App, AppState, AppType
 from portal.webapps.script import app_script
 from slurm.adapter import Slurm
 from tests.factories import AppFactory, JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTER = ROOT / "templates/jobs/_common/metrics_export.py"
@@ -128,7 +128,7 @@ def test_exactly_one_source_of_yours(token_client, body, field):
 def test_another_users_job_or_session_is_not_a_source(token_client):
     bob = UserFactory(username="bob")
     job = JobFactory(user=bob)
-    NotebookServerFactory(user=bob, name="bobs")
+    SessionFactory(user=bob, name="bobs")
     response = token_client.post(API, {"job": job.pk}, format="json")
     assert response.status_code == 400 and "job" in response.json()["fields"]
     response = token_client.post(API, {"session": "bobs"}, format="json")
@@ -162,7 +162,7 @@ def test_a_start_on_a_folder_saves_it_only_in_this_apis_shape(token_client):
 def test_a_start_on_a_job_or_a_session_opens_its_log_folder(token_client, user):
     home = pwd.getpwnam("alice").pw_dir
     job = JobFactory(user=user)
-    NotebookServerFactory(user=user, name="mine")
+    SessionFactory(user=user, name="mine")
     from_job = token_client.post(API, {"job": job.pk}, format="json")
     assert from_job.status_code == 201, from_job.json()
     assert from_job.json()["logdir"] == f"{home}/logs/jobs/{job.uuid}" and from_job.json()["job"] == job.pk
@@ -178,7 +178,7 @@ def test_an_active_one_on_the_same_folder_is_reused(token_client, user):
     again = token_client.post(API, {"logdir": f"{home}/logs"}, format="json")
     assert again.status_code == 200 and again.json()["id"] == first["id"]
     # The session's folder is the same folder: the same one.
-    NotebookServerFactory(user=user, name="mine")
+    SessionFactory(user=user, name="mine")
     session = token_client.post(API, {"session": "mine"}, format="json")
     assert session.status_code == 200 and session.json()["id"] == first["id"]
     # As the tensorboard app of /api/v1/apps/ too.
@@ -387,7 +387,7 @@ def test_metrics_api_and_chart_are_for_the_owner_and_admins(token_client):
 def test_a_sessions_card_has_open_tensorboard(settings):
     settings.JUPYTERHUB_API_URL = "http://127.0.0.1:9/hub/api"  # no hub needed for the card
     settings.JUPYTERHUB_TIMEOUT_SECONDS = 1
-    server = NotebookServerFactory(user=UserFactory(username="alice"), name="mine")
+    server = SessionFactory(user=UserFactory(username="alice"), name="mine")
     client = Client()
     client.force_login(server.user)
     page = client.get("/servers/").content.decode()

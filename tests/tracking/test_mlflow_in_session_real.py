@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from portal.servers.models import NotebookServer
-from portal.servers.services.start import server_start
-from portal.servers.services.stop import server_stop
+from portal.sessions.models import Session
+from portal.sessions.services.start import server_start
+from portal.sessions.services.stop import server_stop
 from portal.tracking.models import Run
 from tests.environments.conftest import REAL_ROOT, needs_real_envs
 from tests.environments.conftest import environment as registered
 from tests.factories import UserFactory
-from tests.servers.test_notebooks_real import Kernel
-from tests.servers.test_servers_real import ready_server
+from tests.sessions.test_notebooks_real import Kernel
+from tests.sessions.test_servers_real import ready_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), needs_real_envs]
 
@@ -57,11 +57,11 @@ def test_a_run_from_a_sessions_kernel_lands_in_the_sessions_experiment(portal_hu
         finally:
             kernel.close()
         run = Run.objects.select_related("experiment", "owner", "session").get(run_id=seen["run_id"])
-        assert run.owner == alice and run.session == NotebookServer.objects.get(pk=server.pk)
+        assert run.owner == alice and run.session == Session.objects.get(pk=server.pk)
         assert run.job is None and run.status == "FINISHED"
         assert run.experiment.name == seen["experiment"] == "session-tracked"
         assert str(run.experiment.pk) == seen["experiment_id"] and run.experiment.owner == alice
         assert {p.key: p.value for p in run.params.all()} == {"lr": "0.01"}
         assert {m.key: m.value for m in run.latest_metrics.all()} == {"loss": 0.5}
     finally:
-        server_stop(server=NotebookServer.objects.get(pk=server.pk))
+        server_stop(server=Session.objects.get(pk=server.pk))

@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from portal.sweeps.models import Sweep
 from portal.tokens.report import report_token
 from portal.tokens.tracking import tracking_environment, tracking_token
@@ -181,7 +181,7 @@ def test_a_sweeps_token_may_make_the_sweeps_experiment(job):
 
 
 def test_a_sessions_token_is_scoped_to_its_session_experiment(job):
-    session = NotebookServer.objects.create(user=job.user, name="tracked", partition="gpu", gpus=0, hours=1)
+    session = Session.objects.create(user=job.user, name="tracked", partition="gpu", gpus=0, hours=1)
     token = Mlflow(tracking_token("session", session.pk))
     run_id = token.run(_own_experiment(token, "session-tracked"))
     assert Run.objects.get(run_id=run_id).session == session

@@ -14,9 +14,9 @@ from rest_framework.test import APIClient
 
 from portal.gpus.services import GpuSample, gpu_samples_record, session_gpu_samples_record
 from portal.jobs.models import Job, JobState
-from portal.servers.models import NotebookServer
+from portal.sessions.models import Session
 from tests.factories import JobFactory, UserFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 NOW = time.time()
@@ -54,12 +54,12 @@ def planted():
          ended_at=timezone.now())
     _job(alice, hours_ago=24 * 100, samples=(), state=JobState.COMPLETED, gpus_allocated=8, gpu_hours=800.0)
     # ... and a 1-GPU session that ran an hour at 20 %.
-    session = NotebookServerFactory(user=alice, name="nb", gpus=1)
+    session = SessionFactory(user=alice, name="nb", gpus=1)
     now = timezone.now()
-    NotebookServer.objects.filter(pk=session.pk).update(created_at=now - timedelta(hours=2, minutes=5),
+    Session.objects.filter(pk=session.pk).update(created_at=now - timedelta(hours=2, minutes=5),
                                                         started_at=now - timedelta(hours=2))
     assert session_gpu_samples_record(server_id=session.pk, samples=_samples(20))
-    NotebookServer.objects.filter(pk=session.pk).update(ended_at=timezone.now() - timedelta(hours=1))
+    Session.objects.filter(pk=session.pk).update(ended_at=timezone.now() - timedelta(hours=1))
     # bob: 4 GPUs running for 30 minutes so far, at 10 %.
     _job(bob, hours_ago=0.5, samples=_samples(10, 10, 10, 10), gpus_allocated=4)
     return alice, bob

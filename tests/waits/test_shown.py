@@ -10,7 +10,7 @@ from django.utils import timezone
 from portal.projects.models import Project
 from portal.waits.models import Waiting
 from tests.factories import JobFactory
-from tests.servers.factories import NotebookServerFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -58,8 +58,8 @@ def test_nothing_once_it_runs_or_with_no_row(user, browser, token_client):
 
 
 def test_a_queued_sessions_card_and_api(user, browser, token_client):
-    NotebookServerFactory(user=user, name="waits", job_id="4245", queued_at=timezone.now())
-    NotebookServerFactory(user=user, name="runs", job_id="4246", queued_at=timezone.now(),
+    SessionFactory(user=user, name="waits", job_id="4245", queued_at=timezone.now())
+    SessionFactory(user=user, name="runs", job_id="4246", queued_at=timezone.now(),
                           started_at=timezone.now())
     _waiting("4245", reason="Priority", estimated_start=None, priority_total=None)
     _waiting("4246")

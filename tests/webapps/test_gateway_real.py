@@ -453,7 +453,7 @@ def test_chromium_never_sends_the_portals_cookie(bed, page):
 def test_logout_ends_the_apps_access_within_2_seconds(bed, client, monkeypatch):
     """#33: a logout bumps the owner's app generation; the gateway refuses the older cookie within its
     cache's 2 s, and closes the open WebSocket (a VS Code terminal) as soon."""
-    from portal.servers import tasks
+    from portal.sessions import tasks
 
     monkeypatch.setattr(tasks.hub_tokens_revoke, "delay", lambda username: None)  # no hub here
     app = make_app(bed)
@@ -495,7 +495,7 @@ def test_logout_ends_the_apps_access_within_2_seconds(bed, client, monkeypatch):
 def test_chromium_after_logout_its_open_tab_gets_403_within_2_seconds(bed, page, client, monkeypatch):
     """#33: alice's tab of an app holds an open WebSocket (as VS Code's terminal does); she logs out of
     the portal (here, from another browser): the socket is closed and the tab's reload is refused."""
-    from portal.servers import tasks
+    from portal.sessions import tasks
 
     monkeypatch.setattr(tasks.hub_tokens_revoke, "delay", lambda username: None)  # no hub here
     app = make_app(bed)

@@ -7,7 +7,7 @@ from django import template
 
 from portal.gpus.selectors import job_gpu_chart, job_gpu_figures, session_card_gpus
 from portal.jobs.models import Job
-from portal.servers.selectors import ServerCard
+from portal.sessions.selectors import ServerCard
 
 register = template.Library()
 
