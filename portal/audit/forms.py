@@ -4,10 +4,19 @@ from portal.accounts.models import User
 from portal.audit.selectors import Search, object_types
 from portal.core.audit_context import SOURCES
 
+# A tracked model's label before it was renamed (#32): a saved search or a script keeps working.
+FORMER_LABELS = {"servers.NotebookServer": "servers.Session"}
+
+
+class ObjectTypeField(forms.ChoiceField):
+    def to_python(self, value: object) -> str:
+        value = super().to_python(value)
+        return FORMER_LABELS.get(value, value)
+
 
 class SearchForm(forms.Form):
     actor = forms.CharField(required=False, help_text="Username")
-    object_type = forms.ChoiceField(required=False)
+    object_type = ObjectTypeField(required=False)
     source = forms.ChoiceField(required=False, choices=[("", "any")] + [(s, s) for s in SOURCES])
     since = forms.DateTimeField(required=False)
     until = forms.DateTimeField(required=False)
