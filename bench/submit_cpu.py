@@ -26,7 +26,9 @@ reaped children (the raw row's sudo and sbatch are the submission, so they count
 time does not). The row's window ends when every job holds a Slurm id plus SETTLE seconds (slurmdbd
 records jobs asynchronously); the same processes' time over an idle window of the same length, taken
 right after the row's jobs are cancelled, is subtracted (the poll cycles, other users of the shared
-services). System-wide /proc/stat is no use on a shared box: when other work keeps every core busy,
+services). A PostgreSQL backend that ends within the window is not counted (its time goes to the
+postmaster, shared by every database): a portal that opened a connection per task looked cheaper
+here than it was. System-wide /proc/stat is no use on a shared box: when other work keeps every core busy,
 the bench's work only displaces it. Rows alternate for `--rounds` rounds and the median per row is
 printed; the shared services still carry other users' load, which the idle windows show.
 

@@ -13,7 +13,7 @@ app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # Celery's Django fixup closes a worker thread's database connection before and after every task
 # unless this is set, so each task opened a new one: SCRAM authentication and a new PostgreSQL
-# process, ~4 ms of CPU in the worker and ~7 ms in PostgreSQL, more than the task's own work for a
+# process, ~4 ms of CPU in the worker and ~5 ms in PostgreSQL, as much as the task's own Python for a
 # single job's sbatch (bench/README.md, submit_cpu). With it, the fixup closes once in a thousand
 # tasks; in between, tasks keep connections by Django's own rules, as requests do (below).
 app.conf.update(CELERY_DB_REUSE_MAX=1000)
