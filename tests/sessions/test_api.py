@@ -253,6 +253,16 @@ def test_a_refusal_while_slurm_went_down_is_not_the_end(token_client, hub):
     assert (server.ended_at, server.hub_accepted_at, hub.running) == (None, None, {})
 
 
+def test_a_refusal_in_sbatchs_words_for_an_unreachable_slurm_waits(token_client, hub):
+    """The chaos soak (#32) found one: slurmctld went down after the last poll, so the portal did not
+    know yet; the hub's sbatch reached no slurmctld, which made no job. The session waits for Slurm."""
+    hub.refusal = ("Slurm refused the server: sbatch: error: Batch job submission failed: "
+                   "Unable to contact slurm controller (connect failure)")
+    token_client.post(URL, {"name": "early"}, format="json")
+    server = Session.objects.get(name="early")
+    assert (server.ended_at, server.hub_accepted_at, hub.running) == (None, None, {})
+
+
 def test_a_start_the_hub_never_answers_ends_after_its_attempts(token_client, hub, settings):
     hub.down = True
     token_client.post(URL, {"name": "lost"}, format="json")

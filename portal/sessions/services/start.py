@@ -32,6 +32,7 @@ from portal.sessions.hub import HubError, HubUnavailable, JupyterHub
 from portal.sessions.models import Session
 from portal.tokens.report import report_token
 from portal.tokens.tracking import tracking_token
+from slurm.errors import SlurmUnreachable, slurm_failure
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +218,9 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         return
     except HubError as error:
         _hub_record_forget(hub, username, server.name)
-        if slurm_known_down():  # Slurm went down while the hub was asked: its sbatch failed
+        # Slurm went down while the hub was asked, as the cycle knows or as sbatch's own words say
+        # (it reached no slurmctld, so no job was made): the session waits for Slurm, not ended.
+        if slurm_known_down() or isinstance(slurm_failure(error.message), SlurmUnreachable):
             logger.warning("Slurm down while %s/%s was spawned, it waits: %s", username, server.name,
                            error.message)
             return
