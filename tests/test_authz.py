@@ -229,6 +229,11 @@ ROWS: dict[str, list[Row]] = {
         _files("edit/", "PUT", "", _signed_in(400), {"root": "home"}),
         _files("uploads/", "POST", "", _signed_in(412)),  # no Tus-Resumable header
     ]),
+    "files/": [Row("GET", _fixed("/files/?root=home"), P, PAGE_ANY)],
+    "files/view/": [Row("GET", _fixed("/files/view/?root=home&path=.bashrc"), P, PAGE_ANY)],
+    "files/edit/": [Row("GET", _fixed("/files/edit/?root=home&path=.bashrc"), P, PAGE_ANY)],
+    # Back to the folder, told why (no action named).
+    "files/action/": [Row("POST", _fixed("/files/action/"), P, dict.fromkeys(PRINCIPALS, 302))],
     "api/v1/files/uploads/<str:upload_id>/": [
         Row("PATCH", lambda w: f"/api/v1/files/uploads/{_upload(w)}/", A,
             {**API_MINE, "owner": 412, "admin": 404})],  # no Tus-Resumable header

@@ -106,6 +106,19 @@ def notebook_text(text: str) -> str | None:
         return None
 
 
+def file_text(*, user: User, root: Root, path: str) -> tuple[int, str, str]:
+    """(size, ETag, the whole text) of a file small enough to edit in a form."""
+    with helper_errors():
+        size, etag, data = files.files_read(user=user.username, root=root, path=path, offset=0,
+                                            limit=PREVIEW_BYTES)
+    if size > len(data) or b"\0" in data:
+        raise InvalidInput({"path": [f"Only text files up to {PREVIEW_BYTES // 1024} KiB are edited here."]})
+    try:
+        return size, etag, data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput({"path": ["Not UTF-8 text: download it to edit it."]}) from None
+
+
 def file_open(*, user: User, root: Root, path: str) -> tuple[int, str, Output]:
     """(size, ETag, the bytes as they are read): a download, streamed."""
     with helper_errors():

@@ -266,3 +266,52 @@ def test_move_copy_delete_and_trash_are_audited(alice, folder):
     actions = list(events.values_list("action", flat=True))
     assert actions == ["upload", "move", "delete"]
     assert FileEvent.objects.filter(action="empty_trash").exists()
+
+
+# --- the pages (/files/) ---
+
+@pytest.fixture
+def alice_browser(db) -> APIClient:
+    client = APIClient()
+    client.force_login(UserFactory(username="alice"))
+    return client
+
+
+def test_the_page_lists_renames_deletes_and_escapes(alice_browser, folder):
+    path, name = folder
+    (path / "<em>x<em>.html").write_text("<script>alert(1)</script>")
+    alice_owns(path / "<em>x<em>.html")
+    page = alice_browser.get("/files/", {"root": "home", "path": name})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "&lt;em&gt;x&lt;em&gt;.html" in html and "<em>x<em>" not in html
+    assert 'id="files-link"' in html and 'aria-current="page"' in html
+    view = alice_browser.get("/files/view/", {"root": "home", "path": f"{name}/<em>x<em>.html"})
+    view = view.content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in view and "<script>alert(1)" not in view
+    moved = alice_browser.post("/files/action/", {"root": "home", "path": name, "action": "rename",
+                                                  "old": "<em>x<em>.html", "name": "page.html"})
+    assert moved.status_code == 302 and (path / "page.html").exists()
+    assert alice_browser.post("/files/action/", {"root": "home", "path": name, "action": "delete",
+                                                 "name": "page.html"}).status_code == 302
+    assert list(path.iterdir()) == []
+    bad = alice_browser.post("/files/action/", {"root": "home", "path": name, "action": "mkdir",
+                                                "name": "a/b"}, follow=True)
+    assert "name: One name" in bad.content.decode()
+    assert alice_browser.get("/files/", {"root": "home", "path": "../bob"}).status_code == 400
+
+
+def test_the_editor_refuses_a_stale_save(alice_browser, folder):
+    path, name = folder
+    (path / "run.sh").write_text("echo one\n")
+    alice_owns(path / "run.sh")
+    script = {"root": "home", "path": f"{name}/run.sh"}
+    form = alice_browser.get("/files/edit/", script)
+    etag = form.context["etag"]
+    assert form.context["content"] == "echo one\n"
+    first = alice_browser.post("/files/edit/", {**script, "etag": etag, "content": "echo two\r\n"})
+    assert first.status_code == 302 and (path / "run.sh").read_text() == "echo two\n"
+    second = alice_browser.post("/files/edit/", {**script, "etag": etag, "content": "echo three\n"})
+    assert second.status_code == 412 and 'id="edit-conflict"' in second.content.decode()
+    assert "echo three" in second.content.decode()  # the user's text is kept
+    assert (path / "run.sh").read_text() == "echo two\n"
