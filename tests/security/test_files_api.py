@@ -315,3 +315,11 @@ def test_the_editor_refuses_a_stale_save(alice_browser, folder):
     assert second.status_code == 412 and 'id="edit-conflict"' in second.content.decode()
     assert "echo three" in second.content.decode()  # the user's text is kept
     assert (path / "run.sh").read_text() == "echo two\n"
+
+
+def test_the_editor_keeps_a_leading_blank_line(alice_browser, folder):
+    path, name = folder
+    (path / "notes.txt").write_text("\nsecond line\n")
+    alice_owns(path / "notes.txt")
+    form = alice_browser.get("/files/edit/", {"root": "home", "path": f"{name}/notes.txt"}).content.decode()
+    assert '">\n\nsecond line\n</textarea>' in form  # HTML drops one newline after <textarea>: the one added
