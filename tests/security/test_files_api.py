@@ -323,3 +323,11 @@ def test_the_editor_keeps_a_leading_blank_line(alice_browser, folder):
     alice_owns(path / "notes.txt")
     form = alice_browser.get("/files/edit/", {"root": "home", "path": f"{name}/notes.txt"}).content.decode()
     assert '">\n\nsecond line\n</textarea>' in form  # HTML drops one newline after <textarea>: the one added
+
+
+def test_a_jobs_page_opens_its_output_folder_in_files(alice_browser):
+    from tests.factories import JobFactory
+
+    job = JobFactory(user=UserFactory(username="alice"), state="COMPLETED")
+    page = alice_browser.get(f"/jobs/{job.pk}/").content.decode()
+    assert '<a href="/files/?root=home&amp;path=gpuportal%2Fjobs" id="open-in-files">' in page
