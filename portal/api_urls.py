@@ -18,6 +18,7 @@ from portal.launches import api as launches_api
 from portal.notifications import api as notifications_api
 from portal.policy import api as policy_api
 from portal.projects import api as projects_api
+from portal.provenance import api as provenance_api
 from portal.reports import api as reports_api
 from portal.sessions import api as sessions_api
 from portal.sweeps import api as sweeps_api
@@ -62,6 +63,11 @@ urlpatterns = [
     path("jobs/<id:job_id>/log/", jobs_api.JobLogApi.as_view(), name="job-log"),
     path("jobs/<id:job_id>/metrics/", jobs_api.JobMetricsApi.as_view(), name="job-metrics"),
     path("jobs/<id:job_id>/gpu/", gpus_api.JobGpuApi.as_view(), name="job-gpu"),
+    path("jobs/<id:job_id>/provenance/", provenance_api.ProvenanceApi.as_view(), name="job-provenance"),
+    path("jobs/<id:job_id>/provenance/diff/", provenance_api.ProvenanceDiffApi.as_view(),
+         name="job-provenance-diff"),
+    path("jobs/<id:job_id>/provenance.zip", provenance_api.ProvenanceExportApi.as_view(),
+         name="job-provenance-export"),
     path("policy/", policy_api.PolicyApi.as_view(), name="policy"),
     path("projects/", projects_api.ProjectListApi.as_view(), name="projects"),
     path("sessions/", sessions_api.SessionListApi.as_view(), name="sessions"),

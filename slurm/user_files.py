@@ -22,8 +22,9 @@ from slurm.runner import SlurmRunner
 
 # Fixed: deploy/sudoers.d/gpuportal names exactly this path.
 JOB_FILES = Path("/usr/local/libexec/gpuportal/job-files")
-# The helper's kinds: the job's output, and the training metrics its exit hook exported.
-STREAMS = {"stdout": "out", "stderr": "err", "metrics": "metrics"}
+# The helper's kinds: the job's output, the training metrics its exit hook exported, and the
+# provenance its prologue recorded.
+STREAMS = {"stdout": "out", "stderr": "err", "metrics": "metrics", "provenance": "provenance"}
 
 
 class OutputUnsafe(SlurmRejected):
@@ -37,8 +38,9 @@ class JobOutput:
     data: bytes  # from min(offset, size), at most `limit` bytes
 
 
-def job_output_read(*, user: str, job_uuid: uuid.UUID, stream: Literal["stdout", "stderr", "metrics"],
-                    offset: int, limit: int, runner: SlurmRunner | None = None) -> JobOutput:
+def job_output_read(*, user: str, job_uuid: uuid.UUID,
+                    stream: Literal["stdout", "stderr", "metrics", "provenance"], offset: int, limit: int,
+                    runner: SlurmRunner | None = None) -> JobOutput:
     """Up to `limit` bytes of the job's stdout, stderr or metrics file from `offset`, read as `user`.
 
     Raises OutputUnsafe for a file that must not be read, SlurmUnreachable when the helper did not

@@ -419,11 +419,16 @@ class JobPaths:
     # The notebook templates a session copies into ~/templates: a job copies them too (no file of the
     # user's is overwritten), so the training templates' default script is there for a new user.
     templates: str = ""
+    # Where the job records its own provenance (templates/jobs/_common/provenance.py), and the paths
+    # the template's path parameters name, which it records.
+    provenance: str = ""
+    inputs: tuple[str, ...] = ()
 
 
 _SAMPLE_JOB = JobPaths(id="sample", dir="/home/user/gpuportal/jobs/job-sample",
                        stdout="/home/user/out", stderr="/home/user/err", metrics="/home/user/metrics.json",
-                       logdir="/home/user/logs/jobs/sample")
+                       logdir="/home/user/logs/jobs/sample",
+                       provenance="/home/user/gpuportal/jobs/job-sample.provenance.json", inputs=("data",))
 
 
 def script_body_render(*, template: JobTemplate, values: Mapping[str, Any], job: JobPaths,

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "portal.efficiency",
     "portal.usage",
     "portal.files",
+    "portal.provenance",
     "pgtrigger",
     "pghistory",
     "portal.audit",

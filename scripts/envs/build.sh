@@ -50,6 +50,11 @@ kernel_write() {  # name env requirements: detect versions, write the manifest a
   fi
 }
 
+lock_write() {  # env: the build's package list, which each job's provenance records (portal.provenance)
+  "$1/bin/pip" freeze --all --disable-pip-version-check >"$1/gpuportal-env.lock.part" \
+    && chmod 644 "$1/gpuportal-env.lock.part" && mv "$1/gpuportal-env.lock.part" "$1/gpuportal-env.lock"
+}
+
 build() {  # name
   local name=$1 req="$HERE/$1.txt" env="$ENVS/$1"
   local stamp="$env/.gpuportal-stamp" hash
@@ -57,6 +62,7 @@ build() {  # name
   if [[ -f "$stamp" && $(head -n1 "$stamp") == "$hash" ]]; then
     # The kernelspec lives outside the env: put it back if someone removed it.
     [[ -f "$KERNELS/$name/kernel.json" ]] || kernel_write "$name" "$env" "$req"
+    [[ -f "$env/gpuportal-env.lock" ]] || lock_write "$env"
     local size seconds
     { read -r _; read -r size; read -r seconds; } <"$stamp"
     printf '%-11s up to date  %6s  %s  (built in %ss)\n' "$name" "$size" "$env" "$seconds"
@@ -76,6 +82,7 @@ build() {  # name
     die "$name: pip failed (whole log: $log)"
   fi
   kernel_write "$name" "$env" "$req" || die "$name: importing its frameworks failed"
+  lock_write "$env" || die "$name: pip freeze failed"
   chmod -R a+rX "$env"
   local size seconds
   size=$(du -sh "$env" | cut -f1)

@@ -136,7 +136,10 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
                      stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err",
                      metrics=f"{output_dir}/job-{job_uuid}.metrics.json",
                      logdir=job_logdir(home=account.pw_dir, job_uuid=job_uuid),
-                     templates=settings.NOTEBOOK_TEMPLATES_DIR)
+                     templates=settings.NOTEBOOK_TEMPLATES_DIR,
+                     provenance=f"{output_dir}/job-{job_uuid}.provenance.json",
+                     inputs=tuple(values[p.name] for p in found.parameters
+                                  if p.type == "path" and values.get(p.name)))
     body = script_body_render(template=found, values=values, job=paths,
                               activation=_activation(environment, user=user, workdir=paths.dir))
     return replace(draft, script=_header(draft, paths) + "\n" + body)

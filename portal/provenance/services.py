@@ -1,0 +1,167 @@
+"""Writing a job's provenance: the portal's part when the job is stored, the job's own part (read
+as its user through job-files) once it has ended."""
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from django.utils import timezone
+
+from portal.containers.models import Image, RegistryCredential
+from portal.containers.references import ReferenceInvalid, reference_parse
+from portal.containers.secrets import secret_decrypt
+from portal.core.errors import Unavailable
+from portal.environments.models import Environment
+from portal.environments.services import MANIFEST
+from portal.jobs.models import Job
+from portal.provenance.models import Provenance
+from portal.provenance.registry import DigestUnresolved, digest_resolve
+from slurm.errors import SlurmError
+from slurm.user_files import OutputUnsafe, job_output_read
+
+logger = logging.getLogger(__name__)
+
+# Written by scripts/envs/build.sh beside the manifest: `pip freeze --all` of the build.
+LOCK = "gpuportal-env.lock"
+# Each registry request's bound: a submit waits at most three of them per distinct image.
+REGISTRY_TIMEOUT_SECONDS = 2.0
+# What the job's record may weigh (a diff is capped at 1 MiB by the job itself).
+CAPTURE_MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Lock:
+    text: str  # name==version lines, sorted
+    source: str  # "pip freeze", "manifest" or "modules"
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    reference: str = ""
+    digest: str = ""
+    status: str = Provenance.Image.NONE
+    reason: str = ""
+
+
+def provenance_record(*, jobs: Sequence[Job]) -> None:
+    """The portal's part of each new job's record, in the transaction that stores the jobs. An image
+    digest is asked once per image and user, each request bounded: a registry that does not answer
+    is recorded as such, and the submit goes on."""
+    names = {job.parameters.get("environment") for job in jobs} - {None, ""}
+    found = Environment.objects.filter(name__in=names).select_related("container_image")
+    environments = {environment.name: environment for environment in found}
+    images: dict[tuple[int, int], ImageFacts] = {}
+    rows = []
+    for job in jobs:
+        environment = environments.get(job.parameters.get("environment") or "")
+        image = getattr(environment, "container_image", None) if environment else None
+        if image is not None and (image.pk, job.user_id) not in images:
+            images[(image.pk, job.user_id)] = image_facts(image=image, user_id=job.user_id)
+        facts = images[(image.pk, job.user_id)] if image is not None else ImageFacts()
+        lock = environment_lock(environment) if environment else None
+        rows.append(Provenance(
+            job=job, template=job.template, script=job.script, parameters=job.parameters,
+            resources={"partition": job.partition, "nodes": job.nodes, "gpus_per_node": job.gpus_per_node,
+                       "cpus_per_node": job.cpus_per_node, "mem_mb_per_node": job.mem_mb_per_node,
+                       "time_limit_minutes": int(job.time_limit.total_seconds() // 60)},
+            image_reference=facts.reference, image_digest=facts.digest, image_status=facts.status,
+            image_reason=facts.reason, environment=environment.name if environment else "",
+            environment_lock=lock.text if lock else "", environment_lock_source=lock.source if lock else "",
+            environment_hash=lock.sha256 if lock else ""))
+    Provenance.objects.bulk_create(rows)
+
+
+def image_facts(*, image: Image, user_id: int) -> ImageFacts:
+    if not image.is_registry:
+        return ImageFacts(reference=image.reference, status=Provenance.Image.LOCAL)
+    try:
+        reference = reference_parse(image.reference)
+    except ReferenceInvalid as error:
+        return ImageFacts(reference=image.reference, status=Provenance.Image.UNRESOLVED, reason=str(error))
+    if reference.digest:
+        return ImageFacts(reference=image.reference, digest=reference.digest, status=Provenance.Image.PINNED)
+    credential = RegistryCredential.objects.filter(user_id=user_id, registry=reference.registry).first()
+    try:
+        login = (credential.username, secret_decrypt(credential.secret)) if credential else None
+        digest = digest_resolve(reference, login=login, timeout=REGISTRY_TIMEOUT_SECONDS)
+    except (DigestUnresolved, Unavailable) as error:
+        return ImageFacts(reference=image.reference, status=Provenance.Image.UNRESOLVED,
+                          reason=getattr(error, "message", None) or str(error))
+    return ImageFacts(reference=image.reference, digest=digest, status=Provenance.Image.RESOLVED)
+
+
+def environment_lock(environment: Environment) -> Lock | None:
+    """The environment's lock as its build left it: the build's `pip freeze` (LOCK), else the
+    manifest's frameworks; a modules environment's module list. Read once per build (keyed on the
+    files' times), never by running anything."""
+    if environment.kind == Environment.Kind.MODULES:
+        return _lock("\n".join(sorted(environment.modules)), "modules")
+    if environment.kind != Environment.Kind.PYTHON or not environment.path:
+        return None
+    prefix = Path(environment.path)
+    for name in (LOCK, MANIFEST):
+        try:
+            mtime = (prefix / name).stat().st_mtime_ns
+        except OSError:
+            continue
+        return _lock_read(str(prefix / name), mtime)
+    return None
+
+
+@lru_cache(maxsize=64)
+def _lock_read(path: str, mtime: int) -> Lock | None:
+    try:
+        text = Path(path).read_text()
+        if not path.endswith(LOCK):
+            frameworks = json.loads(text).get("frameworks") or {}
+            return _lock("\n".join(f"{name}=={version}" for name, version in sorted(frameworks.items())),
+                         "manifest")
+    except (OSError, ValueError, AttributeError) as error:
+        logger.warning("environment lock %s unreadable: %s", path, error)
+        return None
+    lines = sorted({line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")},
+                   key=str.lower)
+    return _lock("\n".join(lines), "pip freeze")
+
+
+def _lock(text: str, source: str) -> Lock:
+    return Lock(text=text, source=source, sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+def provenance_capture(*, job: Job) -> Provenance | None:
+    """Read what the job recorded of itself (code, inputs, GPUs), as its user, and store it."""
+    record = Provenance.objects.filter(job=job, capture_state=Provenance.Capture.PENDING).first()
+    if record is None:
+        return None
+    try:
+        found = job_output_read(user=job.user.username, job_uuid=job.uuid, stream="provenance", offset=0,
+                                limit=CAPTURE_MAX_BYTES)
+    except OutputUnsafe as error:
+        return _captured(record, Provenance.Capture.FAILED, reason=f"not read: {error.message}")
+    except SlurmError as error:  # the helper did not answer: left pending, read at the next try
+        logger.warning("provenance of job %s not read: %s", job.pk, error.message)
+        return record
+    if not found.exists:
+        return _captured(record, Provenance.Capture.ABSENT, reason="The job wrote no provenance file.")
+    try:
+        document = json.loads(found.data) if found.size <= CAPTURE_MAX_BYTES else None
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
+        return _captured(record, Provenance.Capture.FAILED, reason="The job's provenance file is not "
+                         f"a JSON object of at most {CAPTURE_MAX_BYTES} bytes.")
+    return _captured(record, Provenance.Capture.DONE, captured=document)
+
+
+def _captured(record: Provenance, state: str, *, reason: str = "",
+              captured: dict | None = None) -> Provenance:
+    record.capture_state, record.capture_reason, record.captured_at = state, reason, timezone.now()
+    record.captured = captured or {}
+    Provenance.objects.filter(pk=record.pk, capture_state=Provenance.Capture.PENDING).update(
+        capture_state=state, capture_reason=reason, captured_at=record.captured_at, captured=record.captured)
+    return record
