@@ -20,6 +20,7 @@ from portal.environments.services import MANIFEST
 from portal.jobs.models import Job
 from portal.provenance.models import Provenance
 from portal.provenance.registry import DigestUnresolved, digest_resolve
+from portal.tracking.models import Tag
 from slurm.errors import SlurmError
 from slurm.user_files import OutputUnsafe, job_output_read
 
@@ -155,7 +156,37 @@ def provenance_capture(*, job: Job) -> Provenance | None:
     if not isinstance(document, dict):
         return _captured(record, Provenance.Capture.FAILED, reason="The job's provenance file is not "
                          f"a JSON object of at most {CAPTURE_MAX_BYTES} bytes.")
-    return _captured(record, Provenance.Capture.DONE, captured=document)
+    record = _captured(record, Provenance.Capture.DONE, captured=document)
+    _run_tags(record)
+    return record
+
+
+def provenance_tags(record: Provenance) -> dict[str, str]:
+    """The record's key facts as MLflow tags of the job's run: what to filter and compare runs on."""
+    captured = record.captured or {}
+    code = captured.get("code") or [{}]
+    dirty = any(item.get("diff") for item in captured.get("code", []))
+    inputs = json.dumps([[item.get("path"), item.get("sha256")] for item in captured.get("inputs", [])])
+    tags = {
+        "gpuportal.provenance.image": record.image_reference,
+        "gpuportal.provenance.image_digest": record.image_digest,
+        "gpuportal.provenance.environment": record.environment,
+        "gpuportal.provenance.environment_hash": record.environment_hash,
+        "gpuportal.provenance.git_commit": code[0].get("commit", ""),
+        "gpuportal.provenance.git_remote": code[0].get("remote", ""),
+        "gpuportal.provenance.git_dirty": str(dirty).lower() if captured.get("code") else "",
+        "gpuportal.provenance.inputs_sha256": hashlib.sha256(inputs.encode()).hexdigest()
+        if captured.get("inputs") else "",
+        "gpuportal.provenance.gpu": (captured.get("gpu") or {}).get("model", ""),
+    }
+    return {key: str(value) for key, value in tags.items() if value}
+
+
+def _run_tags(record: Provenance) -> None:
+    tags = provenance_tags(record)
+    Tag.objects.bulk_create([Tag(run=run, key=key, value=value) for run in record.job.runs.all()
+                             for key, value in tags.items()],
+                            update_conflicts=True, unique_fields=["run", "key"], update_fields=["value"])
 
 
 def _captured(record: Provenance, state: str, *, reason: str = "",

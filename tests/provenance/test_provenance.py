@@ -218,3 +218,34 @@ def test_the_export_is_a_workflow_run_crate(token_client, user, tmp_path):
     assert action["instrument"].id == "script.sh"
     assert (tmp_path / "crate/environment.lock").read_text() == "torch==2.14.1"
     assert json.loads((tmp_path / "crate/inputs.json").read_text())[0]["sha256"] == "s1"
+
+
+def test_the_job_page_has_a_provenance_section(client, user):
+    record = _recorded(JobFactory(user=user))
+    client.force_login(user)
+    page = client.get(f"/jobs/{record.job_id}/").content.decode()
+    assert 'id="provenance"' in page and "with uncommitted changes" in page
+    assert "SHA-256 <code>s1</code>" in page and f"/api/v1/jobs/{record.job_id}/provenance.zip" in page
+    bare = JobFactory(user=user, state="PENDING")
+    assert "submitted before the portal recorded it" in client.get(f"/jobs/{bare.pk}/").content.decode()
+
+
+def test_the_jobs_mlflow_run_gets_the_key_facts_as_tags(monkeypatch, user):
+    from portal.tracking.job_runs import job_runs_create
+
+    job = JobFactory(user=user)
+    [run] = job_runs_create(jobs=[job])
+    record = _recorded(job, capture_state=Provenance.Capture.PENDING, image_reference="r:1",
+                       image_digest="sha256:" + "b" * 64)
+    document = json.dumps(
+        {"code": [{"path": "/p", "commit": "c1", "remote": "https://x/p.git", "diff": "+x\n"}],
+         "inputs": [{"path": "d.bin", "sha256": "s1"}], "gpu": {"model": "none"}}).encode()
+    monkeypatch.setattr(services, "job_output_read",
+                        lambda **kwargs: JobOutput(exists=True, size=len(document), data=document))
+    provenance_capture(job=job)
+    tags = dict(run.tags.values_list("key", "value"))
+    assert tags["gpuportal.provenance.git_commit"] == "c1"
+    assert tags["gpuportal.provenance.git_dirty"] == "true"
+    assert tags["gpuportal.provenance.image_digest"] == "sha256:" + "b" * 64
+    assert tags["gpuportal.provenance.environment_hash"] == record.environment_hash
+    assert len(tags["gpuportal.provenance.inputs_sha256"]) == 64
