@@ -4,6 +4,7 @@ reads it through job-files once the job has ended; bob gets 404; the export is a
 
 import hashlib
 import io
+import json
 import pwd
 import shutil
 import subprocess
@@ -16,14 +17,17 @@ from rest_framework.test import APIClient
 from rocrate.rocrate import ROCrate
 
 from portal.accounts.services import api_token_create
+from portal.containers.models import Image
+from portal.containers.services import credential_store
 from portal.jobs.models import TERMINAL_STATES, JobState
 from portal.provenance.models import Provenance
+from portal.provenance.services import image_facts
+from tests.containers.conftest import LOGIN, REFERENCE, REGISTRY, REGISTRY_STATE, needs_registry
 from tests.environments.conftest import needs_real_envs, pytorch_env  # noqa: F401 (fixture)
 from tests.factories import UserFactory
 from tests.jobs.conftest import cleanup_jobs, poll_until, polled  # noqa: F401 (fixtures)
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db, needs_real_envs,
-              pytest.mark.usefixtures("polled", "cleanup_jobs", "pytorch_env")]
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 TRAIN = "import os, sys\nprint('trained on', os.path.getsize(os.environ['INPUT_DATA']))\n"
 
@@ -54,6 +58,8 @@ def project():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@needs_real_envs
+@pytest.mark.usefixtures("polled", "cleanup_jobs", "pytorch_env")
 def test_a_real_job_records_its_code_and_inputs_as_its_user(token_client, slurm, project, tmp_path,
                                                             django_capture_on_commit_callbacks):
     relative = project.name
@@ -97,3 +103,18 @@ def test_a_real_job_records_its_code_and_inputs_as_its_user(token_client, slurm,
     assert action["instrument"].id == "script.sh" and crate.mainEntity.id == "script.sh"
     assert "+print('an uncommitted line')" in (tmp_path / "crate/code.diff").read_text()
     assert data["sha256"] in (tmp_path / "crate/inputs.json").read_text()
+
+
+@needs_registry
+def test_the_image_digest_is_resolved_from_the_beds_registry_with_the_users_key(user):
+    """The bed's registry (https, its own CA, htpasswd like NGC): the digest skopeo sees for the tag;
+    without a stored key, unresolved and said why."""
+    api_key = (REGISTRY_STATE / "api-key").read_text().strip()
+    image = Image(name="p", runtime="podman", reference=REFERENCE)
+    assert image_facts(image=image, user_id=user.pk).reason == f"no key stored for {REGISTRY}"
+    credential_store(user=user, registry=REGISTRY, username=LOGIN, key=api_key)
+    facts = image_facts(image=image, user_id=user.pk)
+    inspected = subprocess.run(["skopeo", "inspect", "--creds", f"{LOGIN}:{api_key}", f"docker://{REFERENCE}"],
+                               capture_output=True, text=True, check=True, timeout=60)
+    assert facts.status == Provenance.Image.RESOLVED, facts
+    assert facts.digest == json.loads(inspected.stdout)["Digest"]
