@@ -89,6 +89,14 @@ def _key(world: World) -> int:
                                                        username="$oauthtoken", secret=b"x")).pk
 
 
+def _provenance(world: World) -> int:
+    """The owner's job's provenance record (owner only: an admin gets 404 too, it holds their code)."""
+    from portal.provenance.models import Provenance
+
+    Provenance.objects.get_or_create(job=world.job, defaults={"template": "custom", "script": "true"})
+    return world.job.pk
+
+
 def _board(world: World) -> int:
     """An ended TensorBoard app of the owner's: opening it leads back to its page, nothing runs."""
     from portal.webapps.models import App
@@ -327,6 +335,15 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/jobs/<id:job_id>/metrics/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/metrics/", A,
                                              API_MINE)],
     "api/v1/jobs/<id:job_id>/gpu/": [Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/gpu/", A, API_MINE)],
+    "api/v1/jobs/<id:job_id>/provenance/": [
+        Row("GET", lambda w: f"/api/v1/jobs/{_provenance(w)}/provenance/", A, {**API_MINE, "admin": 404})],
+    "api/v1/jobs/<id:job_id>/provenance/diff/": [
+        Row("GET", lambda w: f"/api/v1/jobs/{_provenance(w)}/provenance/diff/?other={w.job.pk}", A,
+            {**API_MINE, "admin": 404})],
+    # A job without a record: every answer stays JSON (the owner's zip: tests/provenance).
+    "api/v1/jobs/<id:job_id>/provenance.zip": [
+        Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/provenance.zip", A, {**API_MINE, "owner": 404,
+                                                                             "admin": 404})],
     "api/v1/sessions/<slug:name>/gpu/": [Row("GET", lambda w: f"/api/v1/sessions/{w.server.name}/gpu/", A,
                                              API_MINE)],
     "api/v1/jobs/<str:job_id>/efficiency/": [

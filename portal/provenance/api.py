@@ -53,9 +53,10 @@ class ProvenanceDiffApi(APIView):
                               400: OpenApiResponse(description="`other` missing or not a job id")},
                    summary="What differs between this job's provenance and another's, field by field")
     def get(self, request: Request, job_id: int) -> Response:
+        this = _record(request, job_id)  # another user's job is a 404 whatever the query says
         other_id = request.query_params.get("other", "")
         if not other_id.isdigit() or len(other_id) > 18:
             raise InvalidInput({"other": ["The id of another job of yours."]})
-        this, other = _record(request, job_id), _record(request, int(other_id))
+        other = _record(request, int(other_id))
         return Response(ProvenanceDiffSerializer({"job": this.job_id, "other": other.job_id,
                                                   "fields": provenance_diff(this, other)}).data)
