@@ -78,8 +78,12 @@ class FolderApi(APIView):
         folder = selectors.folder_list(user=request.user, root=query["root"], path=query["path"],
                                        sort=query["sort"], descending=query["order"] == "desc",
                                        contains=query["filter"])
-        return Response(FolderSerializer({"root": query["root"], "path": query["path"],
-                                          "entries": folder.entries, "truncated": folder.truncated}).data)
+        # FolderSerializer's shape, built directly: a serializer per entry costs ~20 µs, 0.2 s for a
+        # folder of 10,000.
+        entries = [{"name": e.name, "type": e.type, "size": e.size, "mtime_ns": e.mtime_ns}
+                   for e in folder.entries]
+        return Response({"root": query["root"], "path": query["path"], "entries": entries,
+                         "truncated": folder.truncated})
 
 
 class StatApi(APIView):
