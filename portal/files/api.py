@@ -43,6 +43,8 @@ _REFUSED = {400: OpenApiResponse(description="A bad root or path (the error name
                                              "file system"),
             404: OpenApiResponse(description="No such file or folder")}
 _EXISTS = OpenApiResponse(description="The destination exists")
+_NO_UPLOAD = OpenApiResponse(description="No such upload of yours")
+_TUS_VERSION = OpenApiResponse(description="Not Tus-Resumable: 1.0.0")
 _LOCATION = [OpenApiParameter("root", str, enum=["home", "scratch", "data"], required=True),
              OpenApiParameter("path", str, description="Relative to the root; empty: the root")]
 
@@ -257,7 +259,7 @@ class UploadCreateApi(APIView):
         OpenApiParameter("Upload-Metadata", str, OpenApiParameter.HEADER, required=True,
                          description="tus metadata: root, folder (relative to it) and filename, base64")],
         responses={201: OpenApiResponse(description="Created; its address is in Location"), **_REFUSED,
-                   409: OpenApiResponse(description="The file exists already"),
+                   409: OpenApiResponse(description="The file exists already"), 412: _TUS_VERSION,
                    413: OpenApiResponse(description="It does not fit in your free space (quota)")},
         summary="Start a resumable upload (tus 1.0 creation)",
         description="Then PATCH its Location with Upload-Offset and application/offset+octet-stream "
@@ -287,11 +289,8 @@ class UploadCreateApi(APIView):
         return response
 
 
-_NO_UPLOAD = OpenApiResponse(description="No such upload of yours")
-
-
 class UploadApi(APIView):
-    @extend_schema(request=None, responses={200: None, 404: _NO_UPLOAD},
+    @extend_schema(request=None, responses={200: None, 404: _NO_UPLOAD, 412: _TUS_VERSION},
                    summary="How far an upload got (Upload-Offset, Upload-Length headers)")
     def head(self, request: Request, upload_id: str) -> HttpResponse:
         upload = selectors.upload_get(user=request.user, upload_id=services.upload_id_clean(upload_id))
@@ -304,7 +303,8 @@ class UploadApi(APIView):
     @extend_schema(request={"application/offset+octet-stream": OpenApiTypes.BINARY}, parameters=[
         OpenApiParameter("Tus-Resumable", str, OpenApiParameter.HEADER, required=True, enum=[TUS_VERSION]),
         OpenApiParameter("Upload-Offset", int, OpenApiParameter.HEADER, required=True)],
-        responses={204: None, 404: _NO_UPLOAD,
+        responses={204: None, 400: OpenApiResponse(description="A bad Upload-Offset or Content-Length"),
+                   404: _NO_UPLOAD, 412: _TUS_VERSION,
                    409: OpenApiResponse(description="Upload-Offset is not where the upload is: HEAD it"),
                    415: OpenApiResponse(description="Not application/offset+octet-stream")},
         summary="Append a chunk at Upload-Offset (tus 1.0 core)")
