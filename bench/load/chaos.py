@@ -301,6 +301,7 @@ class Starter:
     interval: float
     started: list[Started] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)  # app starts answered with the same app, running
     done: threading.Event = field(default_factory=threading.Event)
 
     def start(self, kind: str, user: str, outage: bool) -> None:
@@ -314,6 +315,9 @@ class Starter:
             response = self.api.call("POST", path, token, json=body)
         except requests.RequestException as error:
             self.refused.append(f"{kind} ({user}): {type(error).__name__}")
+            return
+        if kind == "app" and response.status_code == 200:  # the same app runs already: that one
+            self.running.append(f"app {response.json()['id']} ({user})")
             return
         if response.status_code != accepted:
             self.refused.append(f"{kind} ({user}): {response.status_code} {response.text[:160]}")
@@ -389,7 +393,8 @@ print(json.dumps(out))
 """
 
 
-def check_starts(starts: list[Started], refused: list[str], tag: str, since: float) -> Checks:
+def check_starts(starts: list[Started], refused: list[str], running: list[str], tag: str,
+                 since: float) -> Checks:
     """Sessions (Locust's and the burst's), apps and pulls: each in Slurm at most once by its comment
     and owner, and the one the portal tracks; once if it ran; never live in Slurm once ended in the
     portal. Everything asked for while slurmctld was down must have run."""
@@ -437,7 +442,9 @@ def check_starts(starts: list[Started], refused: list[str], tag: str, since: flo
         if not outage:
             failed.append(f"{kind}s: none was accepted while slurmctld was down")
     lines += ["", f"Starts the portal refused (not counted above): {len(refused)}"
-              + "".join(f"\n- {row}" for row in refused)]
+              + "".join(f"\n- {row}" for row in refused),
+              "", f"App starts answered with the same app, already running (200): {len(running)}"
+              + "".join(f"\n- {row}" for row in sorted(set(running)))]
     if problems:
         lines += ["", "Problems:", *[f"- {problem}" for problem in problems]]
         failed.append("sessions, apps, pulls: " + "; ".join(problems[:3]))
@@ -583,7 +590,8 @@ def main() -> None:
                 sessions = [Started("session", user, name, False) for user, name in created["sessions"]]
                 never = [f"session ({user}): {code}" for _, user, _, _, code in refused["session"]]
                 checks = [check_jobs(api, by_user, created["jobs"], refused["job"], started, tag),
-                          check_starts(sessions + starter.started, never + starter.refused, tag, started),
+                          check_starts(sessions + starter.started, never + starter.refused, starter.running,
+                                       tag, started),
                           check_errors(json.loads((out / "server_errors.json").read_text()), events,
                                        args.grace)]
                 text = report(args, seed, events, locust, checks, dead, settled, started, worker.exits)

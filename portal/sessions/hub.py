@@ -1,5 +1,6 @@
 """The only code that talks to JupyterHub: its REST API, with the portal's service token."""
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,16 @@ class HubError(Exception):
 
 class HubUnavailable(HubError):
     """The hub did not answer: server states are unknown, not gone."""
+
+
+class HubServerLimit(HubError):
+    """The hub counts the user's named servers at its limit (named_server_limit_per_user). The portal
+    admitted the server by its own count, so the hub still holds one the portal has ended: a stop
+    whose removal has not gone through yet (its scancel failing while slurmctld is down)."""
+
+
+# JupyterHub's words (apihandlers/users.py) when a new named server would pass the user's limit.
+SERVER_LIMIT = re.compile(r"already has the maximum of \d+ named servers")
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,8 @@ class JupyterHub:
                 message = response.json().get("message") or response.reason
             except ValueError:
                 message = response.reason
+            if response.status_code == 400 and SERVER_LIMIT.search(message):
+                raise HubServerLimit(message, response.status_code)
             raise HubError(message, response.status_code)
         return response
 
@@ -116,6 +129,18 @@ class JupyterHub:
                 return {}
             raise
         return {name: _server(name, data) for name, data in (body.get("servers") or {}).items()}
+
+    def stopped_servers(self, username: str) -> set[str]:
+        """The names of the user's stopped named servers, which the hub keeps, and counts towards
+        named_server_limit_per_user, until they are removed."""
+        try:
+            body = self._request("GET", self._user_path(username), ok=(200,),
+                                 params={"include_stopped_servers": "1"}).json()
+        except HubError as error:
+            if error.status == 404:
+                return set()
+            raise
+        return {name for name, data in (body.get("servers") or {}).items() if name and data.get("stopped")}
 
     def active_servers(self) -> dict[str, dict[str, HubServer]]:
         """Every user's running and pending servers, by user name: one request for everybody (the

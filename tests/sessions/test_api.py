@@ -10,7 +10,7 @@ from oauth2_provider.models import AccessToken, Application
 
 from portal.accounts.oauth import hub_oauth_application_ensure
 from portal.cluster.models import PollStatus
-from portal.sessions.hub import HubError, HubServer, HubUnavailable, JupyterHub
+from portal.sessions.hub import HubError, HubServer, HubServerLimit, HubUnavailable, JupyterHub
 from portal.sessions.models import Session
 from portal.sessions.services.hub_sync import servers_hub_sync, servers_sync
 from portal.sessions.services.slurm_sync import servers_apply_accounting, servers_apply_queue
@@ -40,6 +40,8 @@ class FakeHub:
         self.down = False
         self.refusal = ""
         self.breaker = None  # the poll cycle's hub has one (tests/poll/test_cycle_budget.py)
+        self.stopped: set[str] = set()  # named servers the hub keeps stopped, counted to its limit
+        self.limit = 0  # named_server_limit_per_user; 0: none
 
     def _check(self):
         if self.down:
@@ -51,7 +53,11 @@ class FakeHub:
     def server_start(self, username, name, *, options, display_name):
         self._check()
         if self.refusal:
-            raise HubError(self.refusal, 400)
+            raise (HubServerLimit if "named servers" in self.refusal else HubError)(self.refusal, 400)
+        known = {*self.running, *self.stopped}
+        if self.limit and name not in known and len(known) >= self.limit:  # as JupyterHub counts
+            raise HubServerLimit(f"User {username} already has the maximum of {self.limit} named servers")
+        self.stopped.discard(name)
         self.started.append(options)
         self.running[name] = HubServer(
             name=name, ready=False, pending="spawn", url=f"/user/{username}/{name}/", last_activity=None,
@@ -61,6 +67,11 @@ class FakeHub:
     def server_stop(self, username, name):
         self._check()
         self.running.pop(name, None)
+        self.stopped.discard(name)
+
+    def stopped_servers(self, username):
+        self._check()
+        return set(self.stopped)
 
     def servers(self, username):
         self._check()
@@ -262,6 +273,49 @@ def test_a_refusal_in_sbatchs_words_for_an_unreachable_slurm_waits(token_client,
     token_client.post(URL, {"name": "early"}, format="json")
     server = Session.objects.get(name="early")
     assert (server.ended_at, server.hub_accepted_at, hub.running) == (None, None, {})
+
+
+def test_a_start_over_the_hubs_limit_removes_its_stopped_servers_of_ended_sessions(token_client, user, hub):
+    """The chaos soak (#32) found it: the hub keeps a server whose job ended on its own (time limit,
+    failure) as a stopped named server, and counts it; after three, every start was refused. The
+    portal's count admits the start: the hub lets go of the ended sessions' servers and is asked again."""
+    hub.limit = 3
+    for name in ("old1", "old2", "old3"):
+        SessionFactory(user=user, name=name, ended_at=timezone.now(), end_reason=Session.EndReason.TIME_LIMIT)
+        hub.stopped.add(name)
+    response = token_client.post(URL, {"name": "old1"}, format="json")  # a name the hub knows: no limit
+    assert response.status_code == 202, response.json()
+    assert (set(hub.running), hub.stopped) == ({"old1"}, {"old2", "old3"})
+    assert token_client.post(URL, {"name": "next"}, format="json").status_code == 202
+    assert (set(hub.running), hub.stopped) == ({"old1", "next"}, set())
+    assert not Session.objects.filter(name__in=["old1", "next"], ended_at__isnull=True,
+                                      hub_accepted_at__isnull=True).exists()
+
+
+def test_a_start_the_hub_counts_over_its_limit_waits_then_goes(token_client, hub, settings):
+    """The chaos soak (#32) found one: bob's earlier session was stopped in the portal while slurmctld
+    was down, so the hub could not remove it yet and still counted it; the portal's own limit had
+    admitted the new one. It waits, and goes once the hub has let the old one go."""
+    hub.refusal = ("User alice already has the maximum of 3 named servers.  One must be deleted before a "
+                   "new server can be created")
+    token_client.post(URL, {"name": "next"}, format="json")
+    server = Session.objects.get(name="next")
+    assert (server.ended_at, server.hub_accepted_at, server.spawn_attempts) == (None, None, 1)
+    hub.refusal = ""
+    Session.objects.filter(pk=server.pk).update(spawn_attempted_at=timezone.now() - timedelta(hours=1))
+    server_spawn(server_id=server.pk)
+    server.refresh_from_db()
+    assert server.ended_at is None and server.hub_accepted_at is not None and "next" in hub.running
+
+
+def test_a_start_the_hub_keeps_counting_over_its_limit_ends_after_its_attempts(token_client, hub, settings):
+    hub.refusal = "User alice already has the maximum of 3 named servers."
+    token_client.post(URL, {"name": "full"}, format="json")
+    for _ in range(settings.SERVERS_SPAWN_ATTEMPTS - 1):
+        Session.objects.filter(name="full").update(spawn_attempted_at=timezone.now() - timedelta(hours=1))
+        server_spawn(server_id=Session.objects.get(name="full").pk)
+    server = Session.objects.get(name="full")
+    assert (server.end_reason, server.end_detail) == ("refused", hub.refusal)
 
 
 def test_a_start_the_hub_never_answers_ends_after_its_attempts(token_client, hub, settings):

@@ -28,7 +28,7 @@ from portal.policy.rules import (
 )
 from portal.policy.services import policy_current, user_groups
 from portal.projects.selectors import user_projects
-from portal.sessions.hub import HubError, HubUnavailable, JupyterHub
+from portal.sessions.hub import HubError, HubServerLimit, HubUnavailable, JupyterHub
 from portal.sessions.models import Session
 from portal.tokens.report import report_token
 from portal.tokens.tracking import tracking_token
@@ -206,15 +206,27 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
                             profile=server.profile, account=server.account, server_id=server.pk,
                             comment=server.slurm_comment)
     try:
-        # A retry after an answer that was lost: the hub has it already.
-        if server.name not in hub.servers(username):
-            hub.user_ensure(username)
-            hub.server_start(username, server.name, display_name=server.name, options=options.hub_options())
+        try:
+            _hub_ask(hub, username, server.name, options)
+        except HubServerLimit:
+            # The portal's own limit admitted it, so the hub counts servers the portal has ended: once
+            # it has let the stopped ones go, it is asked again at once.
+            if not _hub_stopped_forget(hub, server.user):
+                raise
+            _hub_ask(hub, username, server.name, options)
     except HubUnavailable as error:
         logger.warning("hub unavailable for %s/%s (attempt %s): %s", username, server.name,
                        server.spawn_attempts, error.message)
         if server.spawn_attempts >= settings.SERVERS_SPAWN_ATTEMPTS:
             _spawn_refused(server, f"JupyterHub did not answer ({server.spawn_attempts} attempts).")
+        return
+    except HubServerLimit as error:
+        # What the hub still counts is a stop that has not gone through yet (its scancel failing while
+        # slurmctld is down), retried until it does: the session waits for that, within its attempts.
+        logger.warning("the hub still counts an ended server of %s; %s waits (attempt %s): %s", username,
+                       server.name, server.spawn_attempts, error.message)
+        if server.spawn_attempts >= settings.SERVERS_SPAWN_ATTEMPTS:
+            _spawn_refused(server, error.message)
         return
     except HubError as error:
         _hub_record_forget(hub, username, server.name)
@@ -230,6 +242,37 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         hub_accepted_at=timezone.now())
     if Session.objects.filter(pk=server.pk, stop_requested_at__isnull=False).exists():
         hub.server_stop(username, server.name)  # stopped while the hub was being asked
+
+
+def _hub_ask(hub: JupyterHub, username: str, name: str, options: ServerOptions) -> None:
+    # A retry after an answer that was lost: the hub has it already.
+    if name not in hub.servers(username):
+        hub.user_ensure(username)
+        hub.server_start(username, name, display_name=name, options=options.hub_options())
+
+
+def _hub_stopped_forget(hub: JupyterHub, user: User) -> int:
+    """The hub keeps a named server that stopped on its own (its job ended, reached its time limit,
+    or failed) and counts it towards the user's limit of named servers, though the portal has ended
+    its session. Removes those of the user's stopped servers that no open session of theirs is
+    named; returns how many."""
+    try:
+        stopped = hub.stopped_servers(user.username)
+    except HubError as error:
+        logger.warning("could not list %s's stopped servers at the hub: %s", user.username, error.message)
+        return 0
+    open_ = set(Session.objects.filter(user=user, name__in=stopped, ended_at__isnull=True)
+                .values_list("name", flat=True))
+    removed = 0
+    for name in sorted(stopped - open_):
+        try:
+            hub.server_stop(user.username, name)
+        except HubError as error:
+            logger.warning("could not remove %s's stopped server %s from the hub: %s", user.username, name,
+                           error.message)
+        else:
+            removed += 1
+    return removed
 
 
 def _spawn_refused(server: Session, message: str) -> None:
