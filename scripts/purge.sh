@@ -3,7 +3,8 @@
 # next `make up` starts from nothing (.ci/run does this first). Removed: the local cluster's state
 # (slurm/dev/purge.sh: Slurm, its accounting database, LDAP, PostgreSQL, Redis, the demo accounts
 # and homes), the hub's database and secrets, the registry's data, the portal's state, environment
-# file and venv, its service accounts, root helpers and sudoers fragments.
+# file and venv, its service accounts, root helpers (and what they read: user-files' roots, the Shell's scripts)
+# and sudoers fragments.
 # Kept: caches that are rebuilt whenever their input changes, so keeping them cannot hide a missing
 # step (README "Caches make purge keeps").
 set -euo pipefail
@@ -13,7 +14,8 @@ source "$(dirname "$0")/lib.sh"
 "$ROOT/scripts/down.sh"
 # The MLflow venvs are keyed by their pinned version (scripts/mlflow-client.sh).
 KEEP="mlflow-client-venv mlflow-server-venv" ACCOUNTS="$PORTAL_USER $HUB_USER $APPS_USER" "$ROOT/slurm/dev/purge.sh"
-rm -rf /usr/local/libexec/gpuportal
+rm -rf /usr/local/libexec/gpuportal /usr/local/share/gpuportal
+rm -f "$USER_FILES_CONF"
 rm -f /usr/local/bin/gpuportal
 rm -f /etc/sudoers.d/gpuportal /etc/sudoers.d/gpuportal-*
 say "purged; kept: /opt/gpuportal (framework environments, container image, code-server), the MLflow venvs, /data, Debian and npm packages"
