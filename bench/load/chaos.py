@@ -50,7 +50,9 @@ COMMENT_PREFIX = "gpuportal:"  # portal/jobs/services/prepare.py: a job's commen
 # Every kind's Slurm comment is its prefix and its UUID (each model's COMMENT_PREFIX).
 COMMENT_PREFIXES = {"job": COMMENT_PREFIX, "session": "gpuportal-session:", "app": "gpuportal-app:",
                     "pull": "gpuportal-pull:"}
-APP = {"type": "tensorboard", "parameters": {"logdir": "logs"}}
+# A TensorBoard of its own folder each time (need not exist): the same parameters as a running app
+# would be answered with that app (200), not started again.
+APP_TYPE = "tensorboard"
 PULL_IMAGE = 1  # the bed's catalog (scripts/containers/setup.sh): the local registry's image
 REGISTRY, REGISTRY_KEY = "127.0.0.1:5000", STATE / "registry/api-key"  # its login: $oauthtoken
 
@@ -309,7 +311,7 @@ class Starter:
         path, body, accepted = {
             "session": ("/api/v1/sessions/", {"name": name, "partition": "debug", "gpus": 0, "hours": 0.25},
                         202),
-            "app": ("/api/v1/apps/", APP, 201),
+            "app": ("/api/v1/apps/", {"type": APP_TYPE, "parameters": {"logdir": f"logs/{name}"}}, 201),
             "pull": (f"/api/v1/images/{PULL_IMAGE}/pull/", None, 202)}[kind]
         try:
             response = self.api.call("POST", path, token, json=body)
