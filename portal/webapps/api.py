@@ -79,16 +79,18 @@ class AppDetailApi(APIView):
 
 
 def _shell_target(user: Any, data: dict) -> dict:
-    """The job or session a job shell enters, as rows; 400 naming the field for another user's."""
-    found: dict = {}
+    """The job or session a job shell enters, as rows, and its folder; 400 naming the field for
+    another user's."""
+    found: dict = {"folder": data.get("folder", "")}
     if "job" in data:
         found["job"] = Job.objects.filter(pk=data["job"], user=user).first()
         if found["job"] is None:
             raise InvalidInput({"job": ["No such job of yours."]})
     if "session" in data:
-        found["session"] = Session.objects.filter(pk=data["session"], user=user).first()
+        found["session"] = Session.objects.filter(name=data["session"], user=user,
+                                                  ended_at__isnull=True).first()
         if found["session"] is None:
-            raise InvalidInput({"session": ["No such session of yours."]})
+            raise InvalidInput({"session": ["No such session of yours running."]})
     return found
 
 
@@ -99,7 +101,8 @@ class ShellListCreateApi(APIView):
 
     @extend_schema(request=ShellStartInputSerializer, responses={
         201: ShellSerializer,
-        400: OpenApiResponse(description="A job or session that is not yours or not running (named)"),
+        400: OpenApiResponse(description="A job or session that is not yours or not running, or a folder "
+                                         "that is not absolute (the field named)"),
         409: OpenApiResponse(description="You have as many shells open as allowed (SHELL_MAX_PER_USER)"),
         503: OpenApiResponse(description="The shell could not be started")},
         summary="Start a shell: a login shell as you on the login host, or inside a running job's allocation",

@@ -67,8 +67,10 @@ class ShellStartInputSerializer(serializers.Serializer):
     job = serializers.IntegerField(required=False, min_value=1, help_text=(
         "A running job of yours (its portal id): the shell runs inside its allocation "
         "(`srun --jobid … --overlap --pty`)"))
-    session = serializers.IntegerField(required=False, min_value=1, help_text=(
-        "A running session of yours (its portal id): as `job`, in the session's allocation"))
+    session = fields.CharField(required=False, max_length=30, help_text=(
+        "A running session of yours (its name): as `job`, in the session's allocation"))
+    folder = fields.CharField(required=False, max_length=1024, help_text=(
+        "The folder it starts in (absolute); default: your home"))
 
     def validate(self, attrs: dict) -> dict:
         if unknown := sorted(set(self.initial_data) - set(self.fields)):
@@ -80,7 +82,8 @@ class ShellStartInputSerializer(serializers.Serializer):
 
 class ShellSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="user.username")
-    session = serializers.IntegerField(source="session_id", allow_null=True)
+    session = serializers.CharField(source="session.name", allow_null=True, default=None)
+    folder = serializers.SerializerMethodField(help_text="The folder it started in; empty: the home")
     slurm_job_id = serializers.SerializerMethodField(help_text=(
         "The Slurm job whose allocation it runs in (a job shell); empty: the login host"))
     url = serializers.SerializerMethodField(help_text="Its own origin on the apps gateway")
@@ -89,11 +92,14 @@ class ShellSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = App
-        fields = ["id", "uuid", "owner", "state", "reason", "job", "session", "slurm_job_id", "idle_minutes",
-                  "created_at", "ready_at", "ended_at", "last_access", "url", "open_url"]
+        fields = ["id", "uuid", "owner", "state", "reason", "job", "session", "slurm_job_id", "folder",
+                  "idle_minutes", "created_at", "ready_at", "ended_at", "last_access", "url", "open_url"]
 
     def get_slurm_job_id(self, shell: App) -> str:
-        return str(shell.parameters.get("slurm_job_id", "")) if isinstance(shell.parameters, dict) else ""
+        return str(shell.parameters.get("slurm_job_id", ""))
+
+    def get_folder(self, shell: App) -> str:
+        return str(shell.parameters.get("folder", ""))
 
     def get_url(self, shell: App) -> str:
         return app_url(shell)

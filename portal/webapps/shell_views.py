@@ -36,16 +36,18 @@ def shell_list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def shell_start_view(request: HttpRequest) -> HttpResponse:
-    """A new shell, opened at once; `job` or `session` (a portal id) for a shell in its allocation."""
-    target: dict = {}
-    for name, model in (("job", Job), ("session", Session)):
-        value = request.POST.get(name, "")
-        if value:
-            row = model.objects.filter(pk=int(value), user=request.user).first() if value.isdigit() else None
-            if row is None:
-                messages.error(request, f"{name}: not one of yours.")
-                return redirect("shells:list")
-            target[name] = row
+    """A new shell, opened at once; `job` (its id) or `session` (its name) for a shell in its
+    allocation (a job or session page's "Shell on this node"), `folder` to start in."""
+    target: dict = {"folder": request.POST.get("folder", "")}
+    job, session = request.POST.get("job", ""), request.POST.get("session", "")
+    if job:
+        target["job"] = Job.objects.filter(pk=int(job), user=request.user).first() if job.isdigit() else None
+    if session:
+        target["session"] = Session.objects.filter(name=session, user=request.user,
+                                                   ended_at__isnull=True).first()
+    if None in target.values():
+        messages.error(request, "That job or session is not one of yours running.")
+        return redirect("shells:list")
     try:
         shell = shell_start(user=request.user, **target)
     except InvalidInput as error:

@@ -74,12 +74,14 @@ def _target_job(*, user: User, job: Job | None, session: Session | None) -> str:
     return ""
 
 
-def shell_start(*, user: User, job: Job | None = None, session: Session | None = None,
+def shell_start(*, user: User, job: Job | None = None, session: Session | None = None, folder: str = "",
                 runner: SlurmRunner | None = None) -> App:
-    """Start a shell as `user` (in the allocation of their running `job` or `session` if given).
-    Raises InvalidInput naming the field, Conflict at SHELL_MAX_PER_USER, Unavailable when the helper
-    could not start it."""
+    """Start a shell as `user` (in the allocation of their running `job` or `session` if given), in
+    `folder` (absolute; their home when empty or when they cannot enter it). Raises InvalidInput
+    naming the field, Conflict at SHELL_MAX_PER_USER, Unavailable when the helper could not start it."""
     target = _target_job(user=user, job=job, session=session)
+    if folder and (not folder.startswith("/") or len(folder) > 1024 or any(c in folder for c in "\0\n")):
+        raise InvalidInput({"folder": ["An absolute path, at most 1024 characters."]})
     shells_follow(user=user)  # ended ones do not count against the limit
     with transaction.atomic():
         User.objects.select_for_update().filter(pk=user.pk).first()  # one start at a time per user
@@ -87,12 +89,13 @@ def shell_start(*, user: User, job: Job | None = None, session: Session | None =
             raise Conflict(f"You have {settings.SHELL_MAX_PER_USER} shells open; end one first.",
                            code="shell_limit")
         shell = App.objects.create(user=user, type=shell_type(), job=job, session=session,
-                                   parameters={"slurm_job_id": target} if target else {},
+                                   parameters={"slurm_job_id": target, "folder": folder},
                                    time_limit_minutes=COOKIE_MINUTES,
                                    idle_minutes=max(round(settings.SHELL_IDLE_MINUTES), 1),
                                    state=AppState.STARTING, reason="Starting the shell…")
     args = ["start", str(shell.uuid), str(max(int(settings.SHELL_IDLE_MINUTES * 60), 1)),
-            str(max(int(settings.SHELL_RECONNECT_SECONDS), 1)), *([target] if target else [])]
+            str(max(int(settings.SHELL_RECONNECT_SECONDS), 1)), *([f"job={target}"] if target else []),
+            *([f"dir={folder}"] if folder else [])]
     runner = runner or SlurmRunner(bin_dir=USER_SHELL.parent, exec_prefix=tuple(settings.SLURM_EXEC_PREFIX),
                                    timeout=settings.SLURM_TIMEOUT_SECONDS)
     try:

@@ -263,8 +263,9 @@ def test_delete_ends_it_and_the_limit_counts_open_shells(bed, client, settings):
     assert response.status_code == 200 and response.json()["state"] == "ended"
     assert gone(pid)
     start_shell(bed, client, alice)  # room again
-    for body in ({"job": 999999999}, {"nope": 1}, {"job": 1, "session": 1}):
-        assert client.post("/api/v1/shells/", body, content_type="application/json").status_code == 400
+    for body in ({"job": 999999999}, {"nope": 1}, {"job": 1, "session": "a"}, {"folder": "relative"},
+                 {"session": "no-such"}):
+        assert client.post("/api/v1/shells/", body, content_type="application/json").status_code == 400, body
     # Shells are not apps: the Apps API and catalog do not show them, nor start one as a Slurm job.
     assert all(app["type"] != "shell" for app in client.get("/api/v1/apps/").json())
     assert client.post("/api/v1/apps/", {"type": "shell"}, content_type="application/json").status_code == 400
@@ -298,14 +299,23 @@ def test_job_shell_runs_inside_the_job(bed, client):
                              check=False).stdout.strip() != "RUNNING":
             assert time.monotonic() < deadline, "the job did not start"
             time.sleep(0.5)
-        job = Job.objects.create(user=alice, name="probe", script="sleep 300", state=JobState.RUNNING,
-                                 slurm_job_id=job_id, time_limit=timedelta(minutes=5), output_dir="/tmp")
-        shell = start_shell(bed, client, alice, {"job": job.pk})
+        job = Job.objects.create(user=alice, name="probe", template="custom", script="sleep 300",
+                                 state=JobState.RUNNING, slurm_job_id=job_id, time_limit=timedelta(minutes=5),
+                                 output_dir="/tmp")
+        # The job page offers both ways in to its owner.
+        client.force_login(alice)
+        page = client.get(f"/jobs/{job.pk}/").content
+        assert b'id="shell-node-button"' in page and b'id="shell-folder-button"' in page
+        shell = start_shell(bed, client, alice, {"job": job.pk, "folder": "/tmp"})
         assert client.get(f"/api/v1/shells/{shell.pk}/").json()["slurm_job_id"] == job_id
         term = Term(bed, shell, sign_in(bed, shell))
-        term.send("echo IN-JOB-$SLURM_JOB_ID\r")
-        term.read_until(rf"IN-JOB-{job_id}\b", timeout=30)
+        term.send("echo IN-JOB-$SLURM_JOB_ID-$(hostname)-$(pwd)\r")
+        term.read_until(rf"IN-JOB-{job_id}-\S+-/tmp\b", timeout=30)
         term.close()
+        # bob: not his job.
+        client.force_login(UserFactory(username="bob"))
+        response = client.post("/api/v1/shells/", {"job": job.pk}, content_type="application/json")
+        assert response.status_code == 400 and "job" in json.dumps(response.json())
     finally:
         subprocess.run(["scancel", job_id], check=False, timeout=30)
 
