@@ -338,3 +338,17 @@ def test_a_flood_of_output_waits_for_a_slow_page(bed, client):
     assert _rss_kib(server) - before < 6 * 1024
     term.read_until(r"FLOOD-2", timeout=120)
     assert len(term.output) > 12_000_000
+
+
+def test_deprovisioning_ends_the_shell_at_once(bed, client):
+    from portal.webapps.deprovision import apps_of_inactive_end
+
+    alice = UserFactory(username="alice")
+    shell = start_shell(bed, client, alice)
+    pid = shell_pid(shell)
+    alice.is_active = False
+    alice.save(update_fields=["is_active"])
+    assert apps_of_inactive_end(reason="Left the project.", user_id=alice.pk) == 0  # already stopped
+    assert gone(pid, timeout=5)
+    shell.refresh_from_db()
+    assert (shell.state, shell.reason) == (AppState.ENDED, "Left the project.")
