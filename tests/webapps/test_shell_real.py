@@ -250,6 +250,15 @@ def test_idle_timeout_ends_it_with_a_message(bed, client, settings):
     assert any(message.get("type") == "exit" for message in term.controls)
     assert term.connection.close_code == ENDED
     assert gone(pid)
+    # Ended, its server keeps the port (410) until the portal has seen the end; then the gateway
+    # routes nothing there.
+    cookie = sign_in(bed, shell)
+    assert get(bed, shell, "/", cookie)[0] == 410
+    shells_follow()
+    shell.refresh_from_db()
+    assert shell.state == AppState.ENDED
+    time.sleep(2.5)  # the gateway's cache of the row
+    assert get(bed, shell, "/", cookie)[0] == 503
 
 
 def test_delete_ends_it_and_the_limit_counts_open_shells(bed, client, settings):
