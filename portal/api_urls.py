@@ -10,6 +10,7 @@ from portal.containers import api as containers_api
 from portal.efficiency.api_urls import urlpatterns as efficiency_urlpatterns
 from portal.environments import api as environments_api
 from portal.extensions import api as extensions_api
+from portal.files import api as files_api
 from portal.gpus import api as gpus_api
 from portal.gpus import idle_api
 from portal.jobs import api as jobs_api
@@ -27,6 +28,21 @@ from portal.usage.api_urls import urlpatterns as usage_urlpatterns
 from portal.webapps import api as webapps_api
 
 urlpatterns = [
+    path("files/", files_api.FolderApi.as_view(), name="files"),
+    path("files/stat/", files_api.StatApi.as_view(), name="file-stat"),
+    path("files/preview/", files_api.PreviewApi.as_view(), name="file-preview"),
+    path("files/content/", files_api.ContentApi.as_view(), name="file-content"),
+    path("files/download/", files_api.DownloadApi.as_view(), name="file-download"),
+    path("files/zip/", files_api.ZipApi.as_view(), name="file-zip"),
+    path("files/usage/", files_api.UsageApi.as_view(), name="file-usage"),
+    path("files/mkdir/", files_api.FolderCreateApi.as_view(), name="file-mkdir"),
+    path("files/move/", files_api.MoveApi.as_view(), name="file-move"),
+    path("files/copy/", files_api.CopyApi.as_view(), name="file-copy"),
+    path("files/delete/", files_api.DeleteApi.as_view(), name="file-delete"),
+    path("files/trash/empty/", files_api.TrashEmptyApi.as_view(), name="file-trash-empty"),
+    path("files/edit/", files_api.EditApi.as_view(), name="file-edit"),
+    path("files/uploads/", files_api.UploadCreateApi.as_view(), name="file-uploads"),
+    path("files/uploads/<str:upload_id>/", files_api.UploadApi.as_view(), name="file-upload"),
     path("me/", accounts_api.MeApi.as_view(), name="me"),
     path("tokens/", accounts_api.TokenListCreateApi.as_view(), name="tokens"),
     path("tokens/<id:token_id>/", accounts_api.TokenDetailApi.as_view(), name="token-detail"),

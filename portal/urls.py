@@ -26,6 +26,7 @@ urlpatterns = [
     path("timing/", timing_view, name="timing"),
     path("tensorboards/", include("portal.tensorboards.urls")),
     path("apps/", include("portal.webapps.urls")),
+    path("files/", include("portal.files.urls")),
     path("shell/", include("portal.webapps.shell_urls")),
     path("sweeps/", include("portal.sweeps.urls")),
     path("containers/", include("portal.containers.urls")),

@@ -60,6 +60,19 @@ if ! cmp -s "$ROOT/deploy/libexec/sbatch-batch" "$SBATCH_BATCH"; then
   say "installing $SBATCH_BATCH"
   install -o root -g root -m 0755 "$ROOT/deploy/libexec/sbatch-batch" "$SBATCH_BATCH"
 fi
+# user-files: the Files page (#37), run as the user. Its data and scratch roots come from a root-owned
+# file, never from the caller (who could otherwise name any folder as a root): written here from the
+# portal's own settings.
+if ! cmp -s "$ROOT/deploy/libexec/user-files" "$USER_FILES"; then
+  say "installing $USER_FILES"
+  install -o root -g root -m 0755 "$ROOT/deploy/libexec/user-files" "$USER_FILES"
+fi
+install -d -o root -g root -m 0755 "$(dirname "$USER_FILES_CONF")"
+user_files_conf="$(printf 'data=%s\nscratch=%s\n' "$DATA_DIR" "${GPUPORTAL_SCRATCH_DIR:-}")"
+if [[ ! -f $USER_FILES_CONF || $(cat "$USER_FILES_CONF") != "$user_files_conf" ]]; then
+  say "writing $USER_FILES_CONF"
+  printf '%s\n' "$user_files_conf" | install -o root -g root -m 0644 /dev/stdin "$USER_FILES_CONF"
+fi
 # sudoers_install NAME DESTINATION: deploy/sudoers.d/NAME as DESTINATION, root, 0440, once visudo
 # accepts it.
 sudoers_install() {

@@ -7,8 +7,9 @@ import re
 import select
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,76 @@ class SlurmRunner:
             raise error
         return raw_out
 
+    def pipe(self, command: str, args: Sequence[str], *, as_user: str, source: Iterable[bytes],
+             timeout: float) -> bytes:
+        """As `run_bytes`, with `source`'s chunks as the command's input, written as they come (an
+        upload's body, never held whole); the whole call gets `timeout` seconds. The command must
+        answer briefly: its output is read once its input is closed."""
+        argv = self._argv(command, args, as_user=as_user)
+        try:
+            child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=_environment(), start_new_session=True)
+        except OSError as error:
+            raise SlurmUnreachable(f"cannot run {command}: {error}") from error
+        # A hung file system or a stalled client ends the command, whose pipe then breaks our write.
+        watchdog = threading.Timer(timeout, _kill_group, (child.pid,))
+        watchdog.start()
+        try:
+            with child:
+                try:
+                    for chunk in source:
+                        child.stdin.write(chunk)  # type: ignore[union-attr]
+                except BrokenPipeError:
+                    pass  # it ended early: its status and stderr say why
+                except BaseException:
+                    _kill_group(child.pid)  # the client went away: no half-written chunk is kept
+                    raise
+                raw_out, raw_err = child.communicate(timeout=max(1.0, self.timeout))
+        except subprocess.TimeoutExpired as error:
+            _kill_group(child.pid)
+            raise SlurmTimedOut(f"{command} did not answer within {self.timeout:.0f} s") from error
+        finally:
+            watchdog.cancel()
+        if child.returncode != 0:
+            raise failure(command, raw_err.decode("utf-8", errors="replace"), child.returncode)
+        return raw_out
+
+    def stream(self, command: str, args: Sequence[str], *, as_user: str,
+               chunk_size: int = 1024 * 1024) -> tuple[bytes, "Output"]:
+        """`command`'s first line (within the runner's timeout) and then the rest of its output as it
+        comes, never held whole (a download). A command that ends before its first line raises as
+        `run_bytes` does; closing the iterator early ends the command. A failure after the first
+        line can only cut the stream short: it is logged."""
+        try:
+            child = subprocess.Popen(self._argv(command, args, as_user=as_user), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(),
+                                     start_new_session=True)
+        except OSError as error:
+            raise SlurmUnreachable(f"cannot run {command}: {error}") from error
+        assert child.stdout is not None and child.stderr is not None
+        pending, deadline = b"", time.monotonic() + self.timeout
+        try:
+            while b"\n" not in pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SlurmTimedOut(f"{command} did not answer within {self.timeout:.0f} s")
+                if select.select([child.stdout], [], [], left)[0]:
+                    chunk = os.read(child.stdout.fileno(), chunk_size)
+                    if not chunk:
+                        child.wait(timeout=self.timeout)
+                        raise failure(command, child.stderr.read().decode("utf-8", errors="replace"),
+                                      child.returncode)
+                    pending += chunk
+        except BaseException:
+            _kill_group(child.pid)
+            child.wait()
+            child.stdout.close()
+            child.stderr.close()
+            raise
+        header, _, rest = pending.partition(b"\n")
+        return header, Output(command=command, child=child, chunk_size=chunk_size, timeout=self.timeout,
+                              _pending=rest)
+
     @contextlib.contextmanager
     def conversation(self, command: str, args: Sequence[str], *,
                      as_user: str | None) -> Iterator["Conversation"]:
@@ -101,6 +172,36 @@ class SlurmRunner:
         if secrets and prefix and Path(prefix[0]).name == "sudo":
             prefix.insert(1, f"--preserve-env={','.join(secrets)}")
         return prefix + argv
+
+
+@dataclass
+class Output:
+    """The rest of a streamed command's output (SlurmRunner.stream): iterate it, then close it (a
+    response closes it when the client goes, read or not: that ends the command)."""
+
+    command: str
+    child: subprocess.Popen
+    chunk_size: int
+    timeout: float
+    _pending: bytes = b""
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self._pending:
+            yield self._pending
+            self._pending = b""
+        while chunk := os.read(self.child.stdout.fileno(), self.chunk_size):  # type: ignore[union-attr]
+            yield chunk
+        self.child.wait(timeout=self.timeout)
+        if self.child.returncode != 0:
+            stderr = self.child.stderr.read().decode("utf-8", errors="replace")  # type: ignore[union-attr]
+            logger.warning("%s failed while streaming: %s", self.command, _clean(stderr)[:500])
+
+    def close(self) -> None:
+        if self.child.poll() is None:
+            _kill_group(self.child.pid)
+            self.child.wait()
+        for stream in (self.child.stdout, self.child.stderr):
+            stream.close()  # type: ignore[union-attr]
 
 
 @dataclass

@@ -192,7 +192,51 @@ PAGE_ADMIN = {**PAGE_ANY, "owner": 403, "other": 403}
 API_ADMIN = {**API_ANY, "owner": 403, "other": 403, "admin": 400}  # admin: past authz, refused as invalid
 
 
+def _upload(world: World) -> str:
+    from portal.files.models import Upload
+
+    found = Upload.objects.filter(user=world.job.user).first()
+    return str((found or Upload.objects.create(user=world.job.user, root="home", path="a.bin", length=1)).pk)
+
+
+def _signed_in(status: int) -> dict:
+    """Any signed-in user past authz, answered `status` (their own files: each has a home)."""
+    return {**API_ANY, "owner": status, "other": status, "admin": status}
+
+
+def _files(route: str, method: str, query: str, expect: dict,
+           body: dict | None = None) -> tuple[str, list[Row]]:
+    url = f"/api/v1/files/{route}{query}"
+    return f"api/v1/files/{route}", [Row(method, _fixed(url), A, expect, body=body)]
+
+
 ROWS: dict[str, list[Row]] = {
+    # Files (#37): every user's own roots, as that user; the real helper through sudo
+    # (tests/security/test_files_api.py tries bob against alice's files).
+    **dict([
+        _files("", "GET", "?root=home", API_ANY),
+        _files("stat/", "GET", "?root=home", API_ANY),
+        _files("preview/", "GET", "?root=home&path=.bashrc", API_ANY),
+        _files("content/", "GET", "?root=home&path=.bashrc", _signed_in(400)),  # not an image
+        _files("download/", "GET", "?root=home&path=no-such-file", _signed_in(404)),
+        _files("zip/", "GET", "?root=home&path=no-such-folder", _signed_in(404)),
+        _files("usage/", "GET", "?root=home", API_ANY),
+        _files("mkdir/", "POST", "", _signed_in(400), {"root": "home"}),
+        _files("move/", "POST", "", _signed_in(400), {"root": "home"}),
+        _files("copy/", "POST", "", _signed_in(400), {"root": "home"}),
+        _files("delete/", "POST", "", _signed_in(400), {"root": "home"}),
+        _files("trash/empty/", "POST", "", _signed_in(204)),
+        _files("edit/", "PUT", "", _signed_in(400), {"root": "home"}),
+        _files("uploads/", "POST", "", _signed_in(412)),  # no Tus-Resumable header
+    ]),
+    "files/": [Row("GET", _fixed("/files/?root=home"), P, PAGE_ANY)],
+    "files/view/": [Row("GET", _fixed("/files/view/?root=home&path=.bashrc"), P, PAGE_ANY)],
+    "files/edit/": [Row("GET", _fixed("/files/edit/?root=home&path=.bashrc"), P, PAGE_ANY)],
+    # Back to the folder, told why (no action named).
+    "files/action/": [Row("POST", _fixed("/files/action/"), P, dict.fromkeys(PRINCIPALS, 302))],
+    "api/v1/files/uploads/<str:upload_id>/": [
+        Row("PATCH", lambda w: f"/api/v1/files/uploads/{_upload(w)}/", A,
+            {**API_MINE, "owner": 412, "admin": 404})],  # no Tus-Resumable header
     "": [Row("GET", _fixed("/"), P, PAGE_ANY)],  # home: each user's own things
     "home/part/": [Row("GET", _fixed("/home/part/"), P, PAGE_ANY)],
     "docs/": [Row("GET", _fixed("/docs/"), P, PUBLIC)],  # the documentation site: no login

@@ -32,6 +32,7 @@ BAD_QUERY = "?stream=nope&offset=-1&minutes=x"
 def _alices(alice: User) -> dict[str, Callable[[], object]]:
     """alice's object for each path parameter, made when first asked for."""
     from portal.containers.models import Image, Pull, RegistryCredential
+    from portal.files.models import Upload
     from portal.launches.models import Preset
 
     def image() -> int:
@@ -73,6 +74,7 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
         "token_id": lambda: api_token_create(user=alice, name="hers")[0].pk,
         "sweep_id": sweep,
         "run_id": run,
+        "upload_id": lambda: Upload.objects.create(user=alice, root="home", path="x.bin", length=1).pk,
     }
 
 

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("rules and resources", {"environments", "policy", "projects"}),
     ("Slurm work", {"containers", "jobs", "sessions", "webapps"}),
     ("features", {"benchmarks", "efficiency", "extensions", "gpus", "launches", "metrics",
-                  "notifications", "reports", "sweeps", "tensorboards", "tracking", "usage"}),
+                  "notifications", "reports", "sweeps", "tensorboards", "tracking", "usage", "files"}),
     ("top", {"audit", "home", "poll"}),
 ]
 LAYER_OF = {app: number for number, (_, apps) in enumerate(LAYERS) for app in apps}

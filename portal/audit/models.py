@@ -20,6 +20,7 @@ from django.db import models
 from portal.accounts.models import ApiToken, User
 from portal.containers.models import Image, Pull, RegistryCredential
 from portal.extensions.models import ExtensionRequest
+from portal.files.models import FileAction
 from portal.jobs.models import Job
 from portal.metrics.models import ScrapeToken
 from portal.policy.models import ResourceProfile
@@ -58,6 +59,9 @@ def _track(model: type[models.Model], name: str, fields: list[str], *, changes: 
 _track(User, "UserEvent", ["username", "is_active", "is_staff", "is_superuser"],
        changes=["is_active", "is_staff", "is_superuser"], delete=False)
 _track(Login, "LoginEvent", ["user", "username", "succeeded"], changes=None, delete=False)
+# The Files page's deletes, moves and uploads (#37): events, like logins.
+_track(FileAction, "FileEvent", ["user", "action", "root", "path", "to_root", "to_path", "size"],
+       changes=None, delete=False)
 # Not the digest; not last_used_at, which every API call moves.
 _track(ApiToken, "ApiTokenEvent", ["user", "name", "prefix", "expires_at"], changes=["name", "expires_at"])
 _track(Session, "SessionEvent",

@@ -51,6 +51,13 @@ class Conflict(PortalError):
     code = "conflict"
 
 
+class PreconditionFailed(PortalError):
+    """The request's precondition (an If-Match ETag) no longer holds: the thing changed meanwhile."""
+
+    status = 412
+    code = "precondition_failed"
+
+
 class TooLarge(PortalError):
     status = 413
     code = "too_large"

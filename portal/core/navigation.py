@@ -27,6 +27,7 @@ class Group:
 GROUPS: tuple[Group, ...] = (
     Group("Compute", (
         Link("Sessions", "servers:list", "sessions-link"),
+        Link("Files", "files:browse", "files-link"),
         Link("Apps", "webapps:list", "apps-link"),
         Link("Shell", "shells:list", "shell-link"),
         Link("Batch jobs", "jobs:list", "jobs-link"),

@@ -35,11 +35,28 @@ def span_of(rows: Iterable[tuple[datetime, str]]) -> tuple[datetime, set[str]] |
 
 
 @dataclass(frozen=True)
+class Cycle:
+    """One poll cycle, as a kind's own steps see it."""
+
+    slurm: Slurm
+    # The cycle's JupyterHub client (portal.sessions.hub): one breaker for every call of the cycle, so
+    # a hung hub costs it one timeout.
+    hub: Any
+    now: datetime  # when the snapshot was taken
+    queue: list[QueuedJob] | None  # None: Slurm did not answer, and nothing is followed
+
+
+@dataclass(frozen=True)
 class Kind:
     name: str
     follow: Callable[[list[QueuedJob], datetime, Slurm], Followed]
     order: int = 50  # lower follows first: a sweep reads its tasks before jobs fold them into one row
     after: Callable[[Slurm], object] | None = None  # once the cycle's queue and sacct are applied
+    # First of all, also when Slurm did not answer (its queue is None then).
+    before: Callable[[Cycle], object] | None = None
+    # Once the queue is followed, steps that can wait for the next cycle when the cycle's time budget
+    # is spent, each with its name in the cycle's report; only when Slurm answered.
+    later: tuple[tuple[str, Callable[[Cycle], Any]], ...] = ()
 
 
 _KINDS: dict[str, Kind] = {}

@@ -1,15 +1,17 @@
-"""One poll cycle for everybody: one snapshot (`sinfo` + `squeue`) and one listing of the hub's
-servers, then every registered kind of work (portal.lifecycle.kinds: sweeps, jobs, sessions, web
-apps, pulls) follows that same queue, and at most one `sacct` answers for what left it.
+"""One poll cycle for everybody: one snapshot (`sinfo` + `squeue`), then every registered kind of
+work (portal.lifecycle.kinds: sweeps, jobs, sessions, web apps, pulls) follows that same queue, and
+at most one `sacct` answers for what left it. A kind may have steps of its own before the queue is
+followed (sessions read the hub's one listing for everybody) and after it.
 
 The cycle has a time budget (POLL_CYCLE_BUDGET_SECONDS, under Celery's hard kill): the snapshot, the
-hub's listing and following the queue always run; the steps after them that can wait (stop retries,
-queue timeouts, idle GPUs, why work waits, efficiency, budgets) are skipped once it is spent, and
-the next cycle does them. Its hub has a breaker: once the hub has not answered, later calls of this
-cycle fail at once instead of each waiting out its timeout.
+kinds' first steps and following the queue always run; the steps after them that can wait (the
+kinds' later steps, such as stop retries and queue timeouts, then idle GPUs, why work waits,
+efficiency, budgets) are skipped once it is spent, and the next cycle does them. Its hub client has a
+breaker: once the hub has not answered, later calls of this cycle fail at once instead of each
+waiting out its timeout.
 
-This module sits above the apps it orchestrates (cluster, sessions, idle GPUs, waits, budgets);
-none of them imports it. It names no kind of work: each registers itself.
+This module sits above the apps it orchestrates (cluster, idle GPUs, waits, budgets); none of them
+imports it. It names no kind of work: each registers itself.
 """
 
 import logging
@@ -27,16 +29,11 @@ from portal.core.locks import advisory_lock
 from portal.core.versions import cluster_changed
 from portal.efficiency.services import efficiency_record
 from portal.gpus.idle import IdleReport, idle_gpus_follow
-from portal.lifecycle.kinds import accounting_for, kinds
+from portal.lifecycle.kinds import Cycle, accounting_for, kinds
 from portal.policy.services import policy_publish
 from portal.poll.deprovisioned import InactiveWorkReport, inactive_work_end
 from portal.projects.services import projects_usage_refresh
 from portal.sessions.hub import JupyterHub
-from portal.sessions.orphans import servers_orphans_cancel, servers_stop_retry
-from portal.sessions.services.hub_sync import servers_hub_sync
-from portal.sessions.services.slurm_sync import servers_queue_publish
-from portal.sessions.services.start import servers_spawn_retry
-from portal.sessions.services.stop import servers_queue_timeout
 from portal.waits.services import waits_refresh
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
@@ -52,10 +49,8 @@ class CycleReport:
     ran: bool = False  # False: another cycle held the lock, this one did nothing
     status: PollStatus | None = None
     kinds: dict[str, Any] = field(default_factory=dict)  # each kind of work's report, by its name
+    steps: dict[str, Any] = field(default_factory=dict)  # what each kind's later steps returned, by name
     errors: list[str] = field(default_factory=list)  # the cycle's sacct, when it failed
-    servers_cancelled: int = 0
-    servers_orphans_cancelled: int = 0  # live Slurm jobs of sessions the portal had ended
-    servers_stops_retried: int = 0  # stops the hub had not carried out, carried out now
     sacct_calls: int = 0
     waiting: int = 0  # pending jobs whose why-waiting rows this cycle wrote
     projects: int = 0  # projects whose GPU-hour usage this cycle read
@@ -77,36 +72,33 @@ def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
 
 def _cycle(slurm: Slurm) -> CycleReport:
     ends = time.monotonic() + settings.POLL_CYCLE_BUDGET_SECONDS
-    hub = JupyterHub.from_settings(breaker=True)
     status, queue = cluster_refresh(slurm=slurm)
     cluster_changed()  # a new snapshot, or Slurm's error: the cluster parts answer in full again
     policy_publish()  # partitions follow the snapshot; the hub reads the file
-    servers_spawn_retry(now=status.checked_at)
-    # One hub listing for everybody: pages read session states from the database. Stops are not
-    # retried through a hub that did not answer it.
-    hub_up = servers_hub_sync(hub=hub)
+    cycle = Cycle(slurm=slurm, hub=JupyterHub.from_settings(breaker=True), now=status.checked_at,
+                  queue=queue)
+    for kind in kinds():
+        if kind.before is not None:
+            kind.before(cycle)
     if queue is None:
         return CycleReport(ran=True, status=status)
     # Before anything is followed or submitted: deprovisioned users' work ends here at the latest.
     inactive = inactive_work_end(queue=queue, slurm=slurm)
-    servers_queue_publish(queue=queue, taken_before=status.checked_at)  # the hub's routine polls
     report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm)
     for kind in kinds():
         if kind.after is not None:
             kind.after(slurm)
     report.status = status
     report.inactive = inactive
-    now = status.checked_at
-    # What can wait for the next cycle, most urgent first (CycleReport's field: the step).
+    for name, step in [(name, step) for kind in kinds() for name, step in kind.later]:
+        if time.monotonic() < ends:
+            report.steps[name] = step(cycle)
+        else:
+            report.skipped.append(name)
+    now, hub = status.checked_at, cycle.hub
+    # What can wait for the next cycle, after the kinds' own, most urgent first (CycleReport's field:
+    # the step).
     later: dict[str, Callable[[], Any]] = {
-        # A session stopped while its scancel failed (the hub forgets it all the same): its job, by id.
-        "servers_orphans_cancelled": lambda: servers_orphans_cancel(queue=queue, ended_before=now,
-                                                                    slurm=slurm),
-        # Stops the hub did not carry out, asked again until Slurm confirms them.
-        "servers_stops_retried": lambda: servers_stop_retry(queue=queue, now=now, hub_up=hub_up, slurm=slurm,
-                                                            hub=hub),
-        # After the queue is followed: a server Slurm started this cycle is not cancelled.
-        "servers_cancelled": lambda: servers_queue_timeout(now=now, hub=hub),
         # From the database alone: the GPU samples and Jupyter activity the jobs pushed themselves.
         "idle": lambda: idle_gpus_follow(slurm=slurm, hub=hub),
         # One squeue --start, sprio and sshare for everybody, and only when something is pending.

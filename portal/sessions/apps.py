@@ -11,5 +11,6 @@ class SessionsConfig(AppConfig):
     def ready(self) -> None:
         from portal.lifecycle.kinds import Kind, kind_register
         from portal.sessions import signals  # noqa: F401 (connects the logout receiver)
+        from portal.sessions.cycle import LATER, sessions_before
         from portal.sessions.services.slurm_sync import sessions_follow
-        kind_register(Kind("sessions", sessions_follow, order=30))
+        kind_register(Kind("sessions", sessions_follow, order=30, before=sessions_before, later=LATER))

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "portal.home",
     "portal.efficiency",
     "portal.usage",
+    "portal.files",
     "pgtrigger",
     "pghistory",
     "portal.audit",
@@ -607,6 +608,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["ExtensionStateEnum"] = \
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["AppStateEnum"] = "portal.webapps.models.AppState"
 # Sessions or jobs: the kinds of presets and the targets of extensions.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["LaunchKindEnum"] = "portal.launches.models.Preset.Kind"
+# The Files page's roots (root and to_root alike).
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["FileRootEnum"] = "slurm.files.ROOTS"
 # The composer's and the session form's suggestion: the user's newest this many runs of a template or profile.
 EFFICIENCY_SUGGEST_RUNS = env.int("EFFICIENCY_SUGGEST_RUNS", default=10)
 # Fewer runs than this make no suggestion: one odd run is no guide.

@@ -50,7 +50,7 @@ def test_a_hung_hub_costs_the_cycle_one_timeout(slurm, settings):
     assert report.ran and report.skipped == []
     assert asked == 1 and took < 2 * 2 + 10  # one listing's timeout, not one per session
     assert "did not answer" in PollStatus.objects.get(pk=1).hub_error
-    assert report.servers_cancelled == 0 and report.servers_stops_retried == 0
+    assert report.steps["servers_cancelled"] == 0 and report.steps["servers_stops_retried"] == 0
     # Nothing ended on a guess: each is asked again by a later cycle.
     assert Session.objects.filter(ended_at__isnull=True).count() == 5
     assert Session.objects.filter(stop_requested_at__isnull=False).count() == 5

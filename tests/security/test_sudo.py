@@ -36,7 +36,8 @@ from tests.security.conftest import (
 )
 
 PORTAL_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel", "/usr/local/libexec/gpuportal/job-files",
-                   "/usr/local/libexec/gpuportal/sbatch-batch", "/usr/local/libexec/gpuportal/user-shell"}
+                   "/usr/local/libexec/gpuportal/sbatch-batch", "/usr/local/libexec/gpuportal/user-files",
+                   "/usr/local/libexec/gpuportal/user-shell"}
 HUB_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel"}
 
 

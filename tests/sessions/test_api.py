@@ -39,6 +39,7 @@ class FakeHub:
         self.started: list[dict] = []
         self.down = False
         self.refusal = ""
+        self.breaker = None  # the poll cycle's hub has one (tests/poll/test_cycle_budget.py)
 
     def _check(self):
         if self.down:

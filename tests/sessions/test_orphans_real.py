@@ -56,11 +56,11 @@ def test_one_cycle_cancels_the_job_of_an_ended_session_and_not_a_live_ones(slurm
     started = time.monotonic()
     report = poll_cycle(slurm=slurm)
     cycle = time.monotonic() - started
-    assert report.ran and report.servers_orphans_cancelled == 1
+    assert report.ran and report.steps["servers_orphans_cancelled"] == 1
     wait_until_gone([leaked], "the ended session's job")
     print(f"\npoll cycle {cycle:.2f} s; job {leaked} gone "
           f"{time.monotonic() - started:.2f} s after the cycle began")
     assert squeue_state(live) in ("PENDING", "RUNNING")
     assert Session.objects.get(pk=running.pk).ended_at is None
-    assert poll_cycle(slurm=slurm).servers_orphans_cancelled == 0  # gone: nothing asked again
+    assert poll_cycle(slurm=slurm).steps["servers_orphans_cancelled"] == 0  # gone: nothing asked again
     assert squeue_state(live) in ("PENDING", "RUNNING")

@@ -337,7 +337,7 @@ def test_a_session_still_queued_after_its_timeout_is_cancelled_by_the_poll_cycle
         two_minutes_ago = server.created_at - timedelta(minutes=2)
         Session.objects.filter(pk=server.pk).update(created_at=two_minutes_ago)
         report = poll_cycle(slurm=slurm)
-        assert report.servers_cancelled == 1
+        assert report.steps["servers_cancelled"] == 1
         wait_until_gone([job_id], "the queued job, cancelled")
         server.refresh_from_db()
         assert server.end_reason == Session.EndReason.QUEUE_TIMEOUT and server.started_at is None

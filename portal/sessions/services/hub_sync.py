@@ -40,6 +40,8 @@ def servers_hub_sync(*, hub: JupyterHub | None = None) -> bool:
         listing = hub.active_servers()
     except HubError as error:
         logger.warning("hub listing failed, session states kept: %s", error.message)
+        if hub.breaker is not None:  # a hub that answers its listing with an error is no more up
+            hub.breaker.opened = hub.breaker.opened or error.message or "the hub's listing failed"
         PollStatus.objects.update_or_create(pk=1, defaults={"hub_error": error.message or "No answer."})
         return False
     concerned = {*listing, *Session.objects.filter(ended_at__isnull=True).values_list(

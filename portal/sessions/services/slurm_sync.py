@@ -120,6 +120,7 @@ class SessionsSettled:
 def sessions_follow(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
     """Sessions as a kind of the poll cycle's work (portal.lifecycle.kinds); the hub sends their
     sbatch, so none is ever looked up by comment here (the orphans step cancels by key)."""
+    servers_queue_publish(queue=queue, taken_before=queried_at)  # the hub's routine polls read it
     left = servers_apply_queue(queue=queue, now=queried_at)
     report = SessionsSettled()
 

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class FilesConfig(AppConfig):
+    name = "portal.files"
+    label = "files"
+    verbose_name = "Files"
