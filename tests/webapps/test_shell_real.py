@@ -361,3 +361,25 @@ def test_deprovisioning_ends_the_shell_at_once(bed, client):
     assert gone(pid, timeout=5)
     shell.refresh_from_db()
     assert (shell.state, shell.reason) == (AppState.ENDED, "Left the project.")
+
+
+@pytest.mark.parametrize(("argv", "stdin", "why"), [
+    (["start", "not-a-uuid", "60", "30"], "a" * 64, "usage"),
+    (["start", "11111111-2222-3333-4444-555555555555", "0", "30"], "a" * 64, "usage"),
+    (["start", "11111111-2222-3333-4444-555555555555", "60", "30"], "short", "usage"),
+    (["start", "11111111-2222-3333-4444-555555555555", "60", "30", "job=1;id"], "a" * 64, "usage"),
+    (["start", "11111111-2222-3333-4444-555555555555", "60", "30", "dir=relative"], "a" * 64, "usage"),
+    (["start", "11111111-2222-3333-4444-555555555555", "60", "30", "shell=/bin/sh"], "a" * 64, "usage"),
+    (["stop", "11111111-2222-3333-4444-555555555555"], "a" * 64, "usage"),
+])
+def test_the_helper_refuses_anything_but_its_fixed_argv(argv, stdin, why):
+    result = subprocess.run(["sudo", "-n", "-u", "alice", "--", str(USER_SHELL), *argv], input=stdin,
+                            capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2 and result.stderr.startswith(f"user-shell: {why}"), result
+    assert result.stdout == ""
+
+
+def test_the_helper_never_runs_as_root():
+    result = subprocess.run([str(USER_SHELL), "start", "11111111-2222-3333-4444-555555555555", "60", "30"],
+                            input="a" * 64, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 1 and "not as root" in result.stderr
