@@ -6,6 +6,7 @@ gateway with the grant's cookie, as the browser's xterm.js does."""
 import asyncio
 import http.client
 import json
+import os
 import re
 import subprocess
 import time
@@ -155,7 +156,11 @@ def gone(pid: int, timeout: float = 10.0) -> bool:
 
 def test_alice_gets_her_login_shell_through_the_gateway(bed, client):
     alice = UserFactory(username="alice")
-    shell = start_shell(bed, client, alice)
+    service_umask = os.umask(0o027)  # the portal's unit's UMask: not the login's
+    try:
+        shell = start_shell(bed, client, alice)
+    finally:
+        os.umask(service_umask)
     cookie = sign_in(bed, shell)
     status, headers, page = get(bed, shell, "/", cookie)
     assert status == 200 and b"/_assets/xterm.js" in page
@@ -166,11 +171,12 @@ def test_alice_gets_her_login_shell_through_the_gateway(bed, client):
 
     term = Term(bed, shell, cookie)
     term.control({"type": "resize", "cols": 120, "rows": 40})
-    term.send("id -u; squeue -u alice; echo END-$((6*7))\r")
+    term.send("id -u; squeue -u alice; echo UMASK-$(umask); echo END-$((6*7))\r")
     term.read_until(r"END-42")
     # `id -u`'s line: after the echoed command's newline and bash's bracketed-paste-off sequence.
     assert re.search(rb"(?:\n|\x1b\[\?2004l\r?)10001\r\n", term.output), term.output
     assert b"JOBID" in term.output and b"PARTITION" in term.output
+    assert b"UMASK-0022" in term.output  # /etc/login.defs' UMASK, as an ssh login's
     term.control({"type": "ping"})
     deadline = time.monotonic() + 5
     while {"type": "pong"} not in term.controls and time.monotonic() < deadline:
@@ -295,7 +301,10 @@ def test_shell_page_lists_and_starts(bed, client):
 
 
 def test_job_shell_runs_inside_the_job(bed, client):
+    from django.utils import timezone
+
     from portal.jobs.models import Job, JobState
+    from portal.sessions.models import Session
 
     alice = UserFactory(username="alice")
     submitted = subprocess.run(["sudo", "-n", "-u", "alice", "--", "sbatch", "--parsable", "--time=5",
@@ -321,6 +330,13 @@ def test_job_shell_runs_inside_the_job(bed, client):
         term.send("echo IN-JOB-$SLURM_JOB_ID-$(hostname)-$(pwd)\r")
         term.read_until(rf"IN-JOB-{job_id}-\S+-/tmp\b", timeout=30)
         term.close()
+        # A session's card does the same, by its name.
+        Session.objects.create(user=alice, name="probe", partition="debug", gpus=0, hours=1, job_id=job_id,
+                               started_at=timezone.now())
+        response = client.post("/api/v1/shells/", {"session": "probe"}, content_type="application/json")
+        assert response.status_code == 201 and response.json()["slurm_job_id"] == job_id
+        assert response.json()["session"] == "probe"
+        bed["started"].append(response.json()["id"])
         # bob: not his job.
         client.force_login(UserFactory(username="bob"))
         response = client.post("/api/v1/shells/", {"job": job.pk}, content_type="application/json")
