@@ -27,6 +27,7 @@ urlpatterns = [
     path("tensorboards/", include("portal.tensorboards.urls")),
     path("apps/", include("portal.webapps.urls")),
     path("files/", include("portal.files.urls")),
+    path("shell/", include("portal.webapps.shell_urls")),
     path("sweeps/", include("portal.sweeps.urls")),
     path("containers/", include("portal.containers.urls")),
     path("extensions/", include("portal.extensions.urls")),

@@ -86,6 +86,15 @@ sudoers_install() {
   visudo -cqf "$staged" || { rm -f "$staged"; die "visudo rejected deploy/sudoers.d/$1"; }
   mv -f "$staged" "$destination"
 }
+# user-shell (#37, run as the user through sudo: the browser's Shell) and its page's scripts
+# (xterm.js), which it serves from this fixed folder.
+USER_SHELL=/usr/local/libexec/gpuportal/user-shell SHELL_ASSETS=/usr/local/share/gpuportal/shell
+if ! cmp -s "$ROOT/deploy/libexec/user-shell" "$USER_SHELL"; then
+  say "installing $USER_SHELL"
+  install -o root -g root -m 0755 "$ROOT/deploy/libexec/user-shell" "$USER_SHELL"
+fi
+install -d -o root -g root -m 0755 "$SHELL_ASSETS"
+install -o root -g root -m 0644 "$ROOT"/deploy/share/shell/*.{js,css} "$SHELL_ASSETS/"
 sudoers_install gpuportal "$SUDOERS_FILE"
 # slurm-token and its root rule: the portal's short-lived slurmrestd tokens, `scontrol token` run as
 # root (see the helper's header). Only where the slurmrestd adapter is configured (--dev: the tests

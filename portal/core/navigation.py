@@ -29,6 +29,7 @@ GROUPS: tuple[Group, ...] = (
         Link("Sessions", "servers:list", "sessions-link"),
         Link("Files", "files:browse", "files-link"),
         Link("Apps", "webapps:list", "apps-link"),
+        Link("Shell", "shells:list", "shell-link"),
         Link("Batch jobs", "jobs:list", "jobs-link"),
         Link("Sweeps", "sweeps:list", "sweeps-link"),
         Link("Container images", "containers:catalog", "containers-link"),

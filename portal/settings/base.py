@@ -273,6 +273,13 @@ APPS_GRANT_SECONDS = env.int("APPS_GRANT_SECONDS", default=30)
 # never DJANGO_SECRET_KEY (which also signs logins, report and tracking tokens). Empty: SECRET_KEY
 # (the test settings'); production refuses it empty, weak, or equal to DJANGO_SECRET_KEY.
 APPS_SIGNING_KEY = env("APPS_SIGNING_KEY", default="")
+# Shells in the browser (#37, portal.webapps.shells): a login shell as the user on the login host,
+# served by the apps gateway like an app. One ends after this long without a keystroke (keep-alive
+# pings do not count), or once no page has been connected for SHELL_RECONNECT_SECONDS (a closed
+# tab; a dropped network reconnects within it to the same shell).
+SHELL_IDLE_MINUTES = env.float("SHELL_IDLE_MINUTES", default=60.0)
+SHELL_RECONNECT_SECONDS = env.float("SHELL_RECONNECT_SECONDS", default=30.0)
+SHELL_MAX_PER_USER = env.int("SHELL_MAX_PER_USER", default=4)
 # What TensorBoard, one of the built-in apps, runs (a tensorboard every user can execute on the nodes).
 TENSORBOARD_COMMAND = env("TENSORBOARD_COMMAND", default=str(Path(sys.prefix) / "bin" / "tensorboard"))
 CODE_SERVER_COMMAND = env("CODE_SERVER_COMMAND", default="/opt/gpuportal/code-server/bin/code-server")

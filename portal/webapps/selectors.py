@@ -3,14 +3,17 @@ from django.db.models import QuerySet
 from portal.accounts.models import User
 from portal.webapps.models import App, AppType
 
+# The reserved type of shells (portal.webapps.shells): they are the Shell page's, never apps.
+SHELL_TYPE = "shell"
+
 
 def app_types_offered() -> QuerySet[AppType]:
-    return AppType.objects.filter(enabled=True)
+    return AppType.objects.filter(enabled=True).exclude(slug=SHELL_TYPE)
 
 
 def app_list(*, user: User, type: str | None = None) -> QuerySet[App]:
     """The user's apps, newest first (admins: everybody's, to see and stop; only owners open them)."""
-    apps = App.objects.select_related("user", "type", "session")
+    apps = App.objects.select_related("user", "type", "session").exclude(type__slug=SHELL_TYPE)
     if type is not None:
         apps = apps.filter(type__slug=type)
     return apps if user.is_staff else apps.filter(user=user)

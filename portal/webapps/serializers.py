@@ -61,3 +61,48 @@ class AppSerializer(serializers.ModelSerializer):
 
     def get_open_url(self, app: App) -> str:
         return reverse("webapps:open", args=[app.pk])
+
+
+class ShellStartInputSerializer(serializers.Serializer):
+    job = serializers.IntegerField(required=False, min_value=1, help_text=(
+        "A running job of yours (its portal id): the shell runs inside its allocation "
+        "(`srun --jobid … --overlap --pty`)"))
+    session = fields.CharField(required=False, max_length=30, help_text=(
+        "A running session of yours (its name): as `job`, in the session's allocation"))
+    folder = fields.CharField(required=False, max_length=1024, help_text=(
+        "The folder it starts in (absolute); default: your home"))
+
+    def validate(self, attrs: dict) -> dict:
+        if unknown := sorted(set(self.initial_data) - set(self.fields)):
+            raise serializers.ValidationError({key[:64]: ["Unknown field."] for key in unknown})
+        if "job" in attrs and "session" in attrs:
+            raise serializers.ValidationError({"session": ["Give a job or a session, not both."]})
+        return attrs
+
+
+class ShellSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="user.username")
+    session = serializers.CharField(source="session.name", allow_null=True, default=None)
+    folder = serializers.SerializerMethodField(help_text="The folder it started in; empty: the home")
+    slurm_job_id = serializers.SerializerMethodField(help_text=(
+        "The Slurm job whose allocation it runs in (a job shell); empty: the login host"))
+    url = serializers.SerializerMethodField(help_text="Its own origin on the apps gateway")
+    open_url = serializers.SerializerMethodField(help_text=(
+        "The portal page that sends its owner's browser to `url` with a one-time grant"))
+
+    class Meta:
+        model = App
+        fields = ["id", "uuid", "owner", "state", "reason", "job", "session", "slurm_job_id", "folder",
+                  "idle_minutes", "created_at", "ready_at", "ended_at", "last_access", "url", "open_url"]
+
+    def get_slurm_job_id(self, shell: App) -> str:
+        return str(shell.parameters.get("slurm_job_id", ""))
+
+    def get_folder(self, shell: App) -> str:
+        return str(shell.parameters.get("folder", ""))
+
+    def get_url(self, shell: App) -> str:
+        return app_url(shell)
+
+    def get_open_url(self, shell: App) -> str:
+        return reverse("shells:open", args=[shell.pk])

@@ -44,6 +44,7 @@ from portal.sessions.models import Session
 from portal.webapps.catalog import command_render, parameters_clean
 from portal.webapps.models import ACTIVE_STATES, COMMENT_PREFIX, App, AppState, AppType
 from portal.webapps.script import app_job_environment, app_script
+from portal.webapps.selectors import SHELL_TYPE, app_types_offered
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
@@ -65,7 +66,7 @@ def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None 
     the field, Conflict at the per-user limit."""
     if not isinstance(type, str) or len(type) > 40:
         raise InvalidInput({"type": ["Give an app type's slug (GET /api/v1/app-types/)."]})
-    app_type = AppType.objects.filter(slug=type, enabled=True).first()
+    app_type = app_types_offered().filter(slug=type).first()
     if app_type is None:
         raise InvalidInput({"type": [f"Unknown app type {type!r}; GET /api/v1/app-types/ lists them."]})
     home = unix_account(user.username).pw_dir.rstrip("/")
@@ -79,7 +80,7 @@ def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None 
     with transaction.atomic():
         # One at a time per user (a row lock on the user), so the limit and the reuse hold.
         User.objects.select_for_update().filter(pk=user.pk).first()
-        active = App.objects.filter(user=user, state__in=ACTIVE_STATES)
+        active = App.objects.filter(user=user, state__in=ACTIVE_STATES).exclude(type__slug=SHELL_TYPE)
         if (same := active.filter(type=app_type, parameters=values).first()) is not None:
             return same, False
         if active.count() >= settings.APPS_MAX_PER_USER:

@@ -2,6 +2,7 @@ from celery import shared_task
 from django.conf import settings
 
 from portal.webapps.services import app_submit_first_attempt, apps_follow
+from portal.webapps.shells import shells_follow
 
 
 # Its sbatch starts only while its lease covers it (portal.lifecycle.work.sbatch_attempt): the lease
@@ -14,5 +15,7 @@ def app_submit_first(app_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def apps_sync() -> None:
-    """Beat runs this every APPS_SYNC_SECONDS: idle stops and start timeouts between poll cycles."""
+    """Beat runs this every APPS_SYNC_SECONDS: idle stops and start timeouts between poll cycles, and
+    shells whose server ended."""
     apps_follow()
+    shells_follow()

@@ -36,7 +36,8 @@ from tests.security.conftest import (
 )
 
 PORTAL_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel", "/usr/local/libexec/gpuportal/job-files",
-                   "/usr/local/libexec/gpuportal/sbatch-batch", "/usr/local/libexec/gpuportal/user-files"}
+                   "/usr/local/libexec/gpuportal/sbatch-batch", "/usr/local/libexec/gpuportal/user-files",
+                   "/usr/local/libexec/gpuportal/user-shell"}
 HUB_COMMANDS = {"/usr/bin/sbatch", "/usr/bin/scancel"}
 
 
@@ -72,7 +73,7 @@ def test_the_only_root_rule_is_the_token_helpers_own_fragment_which_keeps_no_var
             in rules(TOKEN_SUDOERS_SOURCE))
 
 
-def test_portal_account_may_run_exactly_its_five_commands_as_portal_users_and_the_token_helper():
+def test_portal_account_may_run_exactly_its_commands_as_portal_users_and_the_token_helper():
     """The token helper's rule comes from gpuportal-slurmrestd (installed by install.sh --dev)."""
     assert _rules(PORTAL_USER) == [(f"%{USERS_GROUP}", "NOPASSWD:", PORTAL_COMMANDS),
                                    ("root", "NOPASSWD:", {SLURM_TOKEN})]
