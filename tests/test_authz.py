@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from portal.accounts.models import ApiToken, User
 from portal.accounts.services import api_token_create, api_token_revoke
 from portal.benchmarks.models import BenchmarkResult
+from portal.webapps.selectors import SHELL_TYPE
 from tests.benchmarks.factories import ResultFactory
 from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.sessions.factories import PartitionFactory, SessionFactory
@@ -101,8 +102,18 @@ def _board(world: World) -> int:
     """An ended TensorBoard app of the owner's: opening it leads back to its page, nothing runs."""
     from portal.webapps.models import App
 
-    found = App.objects.filter(user=world.job.user).first()
+    found = App.objects.filter(user=world.job.user).exclude(type__slug=SHELL_TYPE).first()
     return (found or AppFactory(user=world.job.user, state="ended", reason="Stopped by you.")).pk
+
+
+def _shell(world: World) -> int:
+    """An ended shell of the owner's (#37): opening it leads back to the list, stopping it runs nothing."""
+    from portal.webapps.models import App
+    from portal.webapps.shells import shell_type
+
+    found = App.objects.filter(user=world.job.user, type__slug=SHELL_TYPE).first()
+    return (found or AppFactory(user=world.job.user, type=shell_type(), parameters={}, state="ended",
+                                reason="Ended by you.")).pk
 
 
 def _preset(world: World) -> int:
@@ -406,6 +417,21 @@ ROWS: dict[str, list[Row]] = {
                                    {**PAGE_MINE, "owner": 302, "admin": 404})],
     "apps/<id:app_id>/stop/": [Row("POST", lambda w: f"/apps/{_board(w)}/stop/", P,
                                    {**PAGE_MINE, "owner": 302, "admin": 302})],
+    # Shells are their owner's alone: an admin gets 404 as anybody else does. A start naming a job
+    # that is not one is refused (a message and back to the list), nothing is started.
+    "shell/": [Row("GET", _fixed("/shell/"), P, PAGE_ANY)],
+    "shell/start/": [Row("POST", _fixed("/shell/start/"), P, {**PAGE_ANY, "owner": 302, "other": 302,
+                                                              "admin": 302}, body={"job": "x"})],
+    "shell/<id:shell_id>/open/": [Row("GET", lambda w: f"/shell/{_shell(w)}/open/", P,
+                                      {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "shell/<id:shell_id>/stop/": [Row("POST", lambda w: f"/shell/{_shell(w)}/stop/", P,
+                                      {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "api/v1/shells/": [Row("GET", _fixed("/api/v1/shells/"), A, API_ANY),
+                       Row("POST", _fixed("/api/v1/shells/"), A, {**API_ANY, "owner": 400, "other": 400,
+                                                                  "admin": 400}, body={"job": "x"})],
+    "api/v1/shells/<id:shell_id>/": [
+        Row("GET", lambda w: f"/api/v1/shells/{_shell(w)}/", A, {**API_MINE, "admin": 404}),
+        Row("DELETE", lambda w: f"/api/v1/shells/{_shell(w)}/", A, {**API_MINE, "admin": 404})],
     "containers/": [Row("GET", _fixed("/containers/"), P, PAGE_ANY)],
     # A local-path image is not pulled: a message and back to the catalog, nothing reaches Slurm.
     "containers/<id:image_id>/pull/": [Row("POST", lambda w: f"/containers/{_image(w)}/pull/", P,

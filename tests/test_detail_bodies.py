@@ -34,6 +34,7 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
     from portal.containers.models import Image, Pull, RegistryCredential
     from portal.files.models import Upload
     from portal.launches.models import Preset
+    from portal.webapps.shells import shell_type
 
     def image() -> int:
         catalog = Image.objects.create(name="cat", runtime="charliecloud", reference="nvcr.io/x/y:1")
@@ -71,6 +72,7 @@ def _alices(alice: User) -> dict[str, Callable[[], object]]:
         "preset_id": lambda: Preset.objects.create(user=alice, kind="session", name="p", values={}).pk,
         "board_id": lambda: AppFactory(user=alice, state="ready").pk,
         "app_id": lambda: AppFactory(user=alice, state="ready").pk,
+        "shell_id": lambda: AppFactory(user=alice, type=shell_type(), parameters={}, state="ended").pk,
         "token_id": lambda: api_token_create(user=alice, name="hers")[0].pk,
         "sweep_id": sweep,
         "run_id": run,
