@@ -263,16 +263,7 @@ def _hub_stopped_forget(hub: JupyterHub, user: User) -> int:
         return 0
     open_ = set(Session.objects.filter(user=user, name__in=stopped, ended_at__isnull=True)
                 .values_list("name", flat=True))
-    removed = 0
-    for name in sorted(stopped - open_):
-        try:
-            hub.server_stop(user.username, name)
-        except HubError as error:
-            logger.warning("could not remove %s's stopped server %s from the hub: %s", user.username, name,
-                           error.message)
-        else:
-            removed += 1
-    return removed
+    return sum(_hub_record_forget(hub, user.username, name) for name in sorted(stopped - open_))
 
 
 def _spawn_refused(server: Session, message: str) -> None:
@@ -292,14 +283,17 @@ def servers_spawn_retry(*, now: datetime) -> int:
     return len(waiting)
 
 
-def _hub_record_forget(hub: JupyterHub, username: str, name: str) -> None:
-    """A refused spawn leaves a stopped named server in the hub, which would count towards the
-    user's limit of named servers without showing anywhere: remove it."""
+def _hub_record_forget(hub: JupyterHub, username: str, name: str) -> bool:
+    """A refused spawn, or a server that stopped on its own, leaves a stopped named server in the hub,
+    which would count towards the user's limit of named servers without showing anywhere: remove it.
+    False when the hub would not."""
     try:
         hub.server_stop(username, name)
     except HubError as error:
-        logger.warning("could not remove the refused server %s/%s from the hub: %s", username, name,
+        logger.warning("could not remove the stopped server %s/%s from the hub: %s", username, name,
                        error.message)
+        return False
+    return True
 
 
 def server_connect(*, server: Session) -> None:
