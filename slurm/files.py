@@ -151,8 +151,10 @@ def files_finish(*, user: str, root: Root, path: str, length: int) -> Stat:
     return _stat(_document(_run(user, ["finish", root, path, str(length)]), "stat"))
 
 
-def files_usage(*, user: str, root: Root) -> Usage:
-    document = _document(_run(user, ["usage", root]), "usage")
+def files_usage(*, user: str, root: Root, path: str = "") -> Usage:
+    """Space of the file system holding the folder <path> (an upload's target: it may be a mount of
+    its own, e.g. a project's, with its own limit), as statvfs tells the user."""
+    document = _document(_run(user, ["usage", root, path]), "usage")
     try:
         return Usage(total=int(document["total"]), free=int(document["free"]), used=int(document["used"]))
     except (KeyError, TypeError, ValueError) as error:

@@ -150,11 +150,12 @@ class ZipApi(APIView):
 
 
 class UsageApi(APIView):
-    @extend_schema(parameters=[_LOCATION[0]], responses={200: FileUsageSerializer, **_REFUSED},
-                   summary="Space of a root's file system: total, free for you, used (bytes)")
+    @extend_schema(parameters=_LOCATION, responses={200: FileUsageSerializer, **_REFUSED},
+                   summary="Space of the file system holding a folder (the root by default): total, free "
+                           "for you (your quota where the file system applies one), used (bytes)")
     def get(self, request: Request) -> Response:
-        root = root_clean(request.query_params.get("root"))
-        return Response(FileUsageSerializer(selectors.root_usage(user=request.user, root=root)).data)
+        query = _query(request)
+        return Response(FileUsageSerializer(selectors.root_usage(user=request.user, **query)).data)
 
 
 class FolderCreateApi(APIView):

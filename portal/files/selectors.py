@@ -130,9 +130,10 @@ def folder_zip(*, user: User, root: Root, path: str) -> Output:
         return files.files_zip(user=user.username, root=root, path=path)
 
 
-def root_usage(*, user: User, root: Root) -> Usage:
+def root_usage(*, user: User, root: Root, path: str = "") -> Usage:
+    """Space of the file system holding that folder of the root (the root itself by default)."""
     with helper_errors():
-        return files.files_usage(user=user.username, root=root)
+        return files.files_usage(user=user.username, root=root, path=path)
 
 
 def upload_get(*, user: User, upload_id: uuid.UUID) -> Upload:

@@ -68,7 +68,7 @@ def upload_create(*, user: User, root: Root, folder: str, filename: str, length:
         raise InvalidInput({"filename": [f"At most {MAX_UPLOAD_NAME} bytes."]})
     path = f"{folder}/{filename}" if folder else filename
     with helper_errors():
-        usage = files.files_usage(user=user.username, root=root)
+        usage = files.files_usage(user=user.username, root=root, path=folder)
     if length > usage.free:
         raise TooLarge(f"{length} bytes do not fit: {usage.free} bytes are free for you there.",
                        code="quota_exceeded")

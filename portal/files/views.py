@@ -45,7 +45,7 @@ def browse_view(request: HttpRequest) -> HttpResponse:
     folder = selectors.folder_list(user=request.user, root=root, path=path, sort=sort, descending=descending,
                                    contains=contains)
     try:
-        usage = selectors.root_usage(user=request.user, root=root)
+        usage = selectors.root_usage(user=request.user, root=root, path=path)
     except PortalError:
         usage = None
     entries = [{"entry": entry, "path": joined(path, entry.name)} for entry in folder.entries]

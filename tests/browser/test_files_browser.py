@@ -16,7 +16,8 @@ from tests.browser.nav import go
 from tests.conftest import DEMO_PASSWORDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-SIZE = 40 * 1024 * 1024 + 12345  # three 16 MiB chunks; the second one's connection drops
+CHUNK = 64 * 1024 * 1024  # upload.js's
+SIZE = 2 * CHUNK + 12345  # three chunks; the second one's connection drops
 
 
 def test_upload_resumes_edit_conflicts_and_zip(page, browser, live_server, tmp_path):
@@ -41,7 +42,7 @@ def test_upload_resumes_edit_conflicts_and_zip(page, browser, live_server, tmp_p
             if request.method == "PATCH":
                 patches.append(request.headers.get("upload-offset"))
                 if len(patches) == 2:
-                    route.abort("connectionreset")  # the network drops at about 40 %
+                    route.abort("connectionreset")  # the network drops at about a third
                     return
             elif request.method == "HEAD" and len(patches) >= 2:
                 heads.append(request.url)
@@ -52,7 +53,7 @@ def test_upload_resumes_edit_conflicts_and_zip(page, browser, live_server, tmp_p
         page.click("#upload-button")
         page.wait_for_selector('tr[data-name="big.bin"]', timeout=120000)
         assert heads, "the page did not ask the server where to resume"
-        assert patches[1] == patches[2] == str(16 * 1024 * 1024), patches  # resumed, not restarted
+        assert patches[1] == patches[2] == str(CHUNK), patches  # resumed, not restarted
         uploaded = folder / "big.bin"
         assert hashlib.sha256(uploaded.read_bytes()).hexdigest() == hashlib.sha256(content).hexdigest()
         assert uploaded.stat().st_uid == pwd.getpwnam("alice").pw_uid
