@@ -32,6 +32,14 @@ node_port() { echo $((SLURMD_PORT_BASE + ${1#"$NODE_PREFIX"})); }
 LOG=$STATE/log
 RUN=$STATE/run
 
+# Clusters: 2 (the default) adds "cluster-b" beside "gpuportal", in the same slurmdbd
+# (services/cluster_b.sh); 1 keeps only the default cluster. Recorded in the state directory by
+# up.sh, so a later `make up` keeps the choice.
+recorded_clusters() { cat "$STATE/slurm/dev-clusters" 2>/dev/null || true; }
+SLURM_DEV_CLUSTERS=${SLURM_DEV_CLUSTERS:-$(recorded_clusters)}
+SLURM_DEV_CLUSTERS=${SLURM_DEV_CLUSTERS:-2}
+[[ $SLURM_DEV_CLUSTERS =~ ^[12]$ ]] || { echo "SLURM_DEV_CLUSTERS must be 1 or 2 (got '$SLURM_DEV_CLUSTERS')" >&2; exit 1; }
+
 # Fixed loopback ports, chosen away from the distribution defaults so a stock
 # MariaDB/PostgreSQL/Redis/slapd on the same box does not collide with ours.
 MARIADB_PORT=3307

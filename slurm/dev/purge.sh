@@ -26,6 +26,8 @@ if [[ -d $STATE ]]; then
   done
 fi
 rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/slurmdbd.conf "$MUNGE_KEY"
+# cluster-b's configuration; its state went with the state directory, its slurmdbd rows with MariaDB's.
+rm -rf "$CLUSTER_B_CONF_DIR"
 rm -f /usr/local/bin/nvidia-smi /usr/local/bin/gpu-busy
 
 # account_remove NAME: end its processes, then the account (userdel refuses while any is left, and

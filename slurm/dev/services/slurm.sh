@@ -21,6 +21,7 @@ slurmd_pidfiles() {
 slurm_any_running() {
   local f
   running "$SLURMCTLD_PIDFILE" slurmctld || running "$SLURMDBD_PIDFILE" slurmdbd && return 0
+  cluster_b_any_running && return 0
   for f in $(slurmd_pidfiles); do running "$f" slurmd && return 0; done
   return 1
 }
@@ -256,7 +257,8 @@ kill_stepds() {
 slurm_down() {
   local f
   slurmrestd_down   # it talks to slurmctld; services/slurmrestd.sh
-  end_running_jobs
+  end_running_jobs  # both clusters' jobs
+  cluster_b_down    # services/cluster_b.sh; before slurmdbd, to which its slurmctld reports
   for f in $(slurmd_pidfiles); do
     stop_pidfile slurmd "$f" slurmd
   done
