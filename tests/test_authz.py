@@ -276,6 +276,11 @@ ROWS: dict[str, list[Row]] = {
     "jobs/<id:job_id>/": [Row("GET", lambda w: f"/jobs/{w.job.pk}/", P, PAGE_MINE)],
     "jobs/<id:job_id>/cancel/": [Row("POST", lambda w: f"/jobs/{w.job.pk}/cancel/", P,
                                      {**PAGE_MINE, "owner": 302, "admin": 302})],
+    # What differs (provenance): owner only, as the record (an admin gets 404); the picker redirects.
+    "jobs/<id:job_id>/differs/": [Row("GET", lambda w: f"/jobs/{_provenance(w)}/differs/?other={w.job.pk}", P,
+                                      {**PAGE_MINE, "owner": 302, "admin": 404})],
+    "jobs/<id:job_id>/differs/<id:other_id>/": [
+        Row("GET", lambda w: f"/jobs/{_provenance(w)}/differs/{w.job.pk}/", P, {**PAGE_MINE, "admin": 404})],
     "servers/": [Row("GET", _fixed("/servers/"), P, PAGE_ANY)],
     "servers/<slug:name>/stop/": [Row("POST", lambda w: f"/servers/{w.server.name}/stop/", P,
                                       {**PAGE_MINE, "owner": 302, "admin": 404})],

@@ -5,10 +5,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.core.errors import InvalidInput, NotFound
+from portal.core.errors import NotFound
 from portal.provenance.export import provenance_crate
 from portal.provenance.models import Provenance
-from portal.provenance.selectors import provenance_diff, provenance_get
+from portal.provenance.selectors import provenance_compare, provenance_get, provenance_pair
 from portal.provenance.serializers import ProvenanceDiffSerializer, ProvenanceSerializer
 
 NOT_FOUND = OpenApiResponse(description="No such job, another user's, or one stored before provenance "
@@ -51,12 +51,11 @@ class ProvenanceDiffApi(APIView):
                                                 description="The id of the other job (yours)")],
                    responses={200: ProvenanceDiffSerializer, 404: NOT_FOUND,
                               400: OpenApiResponse(description="`other` missing or not a job id")},
-                   summary="What differs between this job's provenance and another's, field by field")
+                   summary="What differs between this job and another: provenance field by field, "
+                           "run-time facts apart, packages, inputs per file, and results",
+                   description="Each field is marked same or different. A faithful rerun's verdict is "
+                               "\"Only run-time facts differ.\" From the database only.")
     def get(self, request: Request, job_id: int) -> Response:
-        this = _record(request, job_id)  # another user's job is a 404 whatever the query says
-        other_id = request.query_params.get("other", "")
-        if not other_id.isdigit() or len(other_id) > 18:
-            raise InvalidInput({"other": ["The id of another job of yours."]})
-        other = _record(request, int(other_id))
-        return Response(ProvenanceDiffSerializer({"job": this.job_id, "other": other.job_id,
-                                                  "fields": provenance_diff(this, other)}).data)
+        this, other = provenance_pair(user=request.user, job_id=job_id,
+                                      other=request.query_params.get("other", ""))
+        return Response(ProvenanceDiffSerializer(provenance_compare(this, other)).data)
