@@ -68,7 +68,14 @@ if ! cmp -s "$ROOT/deploy/libexec/user-files" "$USER_FILES"; then
   install -o root -g root -m 0755 "$ROOT/deploy/libexec/user-files" "$USER_FILES"
 fi
 install -d -o root -g root -m 0755 "$(dirname "$USER_FILES_CONF")"
-user_files_conf="$(printf 'data=%s\nscratch=%s\n' "$DATA_DIR" "${GPUPORTAL_SCRATCH_DIR:-}")"
+# Projects' shared folders (the Files root project:<name>): <projects>/<name>, each made by an admin,
+# owned by root and the project's Unix group, mode 2770 (docs/admin/files.md). Only the folder that
+# holds them is made here, with --dev (the bed's); empty: no project roots.
+projects_dir=${GPUPORTAL_PROJECTS_DIR-/srv/projects}
+if ((dev)) && [[ -n $projects_dir && ! -d $projects_dir ]]; then
+  install -d -o root -g root -m 0755 "$projects_dir"
+fi
+user_files_conf="$(printf 'data=%s\nscratch=%s\nprojects=%s\n' "$DATA_DIR" "${GPUPORTAL_SCRATCH_DIR:-}" "$projects_dir")"
 if [[ ! -f $USER_FILES_CONF || $(cat "$USER_FILES_CONF") != "$user_files_conf" ]]; then
   say "writing $USER_FILES_CONF"
   printf '%s\n' "$user_files_conf" | install -o root -g root -m 0644 /dev/stdin "$USER_FILES_CONF"

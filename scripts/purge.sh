@@ -16,6 +16,8 @@ source "$(dirname "$0")/lib.sh"
 KEEP="mlflow-client-venv mlflow-server-venv" ACCOUNTS="$PORTAL_USER $HUB_USER $APPS_USER" "$ROOT/slurm/dev/purge.sh"
 rm -rf /usr/local/libexec/gpuportal /usr/local/share/gpuportal
 rm -f "$USER_FILES_CONF"
+# The projects' folder that install.sh --dev made, only while it holds nothing (never a project's files).
+rmdir "${GPUPORTAL_PROJECTS_DIR-/srv/projects}" 2>/dev/null || true
 rm -f /usr/local/bin/gpuportal
 rm -f /etc/sudoers.d/gpuportal /etc/sudoers.d/gpuportal-*
 say "purged; kept: /opt/gpuportal (framework environments, container image, code-server), the MLflow venvs, /data, Debian and npm packages"

@@ -7,6 +7,7 @@ zips stream from its stdout; uploads stream into its stdin: nothing is held whol
 """
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,11 @@ from slurm.runner import Output, SlurmRunner
 
 # Fixed: deploy/sudoers.d/gpuportal names exactly this path.
 USER_FILES = Path("/usr/local/libexec/gpuportal/user-files")
-Root = Literal["home", "scratch", "data"]
+# A root: home, scratch, data, or project:<name> (a project's shared folder, in the folder the
+# helper's root-owned configuration names; the kernel decides who may enter it).
+Root = str
 ROOTS: tuple[Root, ...] = ("home", "scratch", "data")
+PROJECT_ROOT = re.compile(r"project:[a-z][a-z0-9_-]{0,63}")
 # The helper's refusals ("user-files: <kind>: <detail>", see its header).
 Kind = Literal["usage", "unsafe", "conflict", "absent", "denied", "full", "error"]
 KINDS = ("usage", "unsafe", "conflict", "absent", "denied", "full", "error")

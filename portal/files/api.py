@@ -45,7 +45,9 @@ _REFUSED = {400: OpenApiResponse(description="A bad root or path (the error name
 _EXISTS = OpenApiResponse(description="The destination exists")
 _NO_UPLOAD = OpenApiResponse(description="No such upload of yours")
 _TUS_VERSION = OpenApiResponse(description="Not Tus-Resumable: 1.0.0")
-_LOCATION = [OpenApiParameter("root", str, enum=["home", "scratch", "data"], required=True),
+_LOCATION = [OpenApiParameter("root", str, required=True,
+                              description="home, scratch, data, or project:<name> (a project's shared "
+                                          "folder: its members only)"),
              OpenApiParameter("path", str, description="Relative to the root; empty: the root")]
 
 

@@ -14,7 +14,7 @@ class Upload(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="uploads")
-    root = models.CharField(max_length=16)
+    root = models.CharField(max_length=80)  # home, scratch, data or project:<name>
     path = models.CharField(max_length=4096)
     length = models.BigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -36,9 +36,9 @@ class FileAction(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     action = models.CharField(max_length=16, choices=Action.choices)
-    root = models.CharField(max_length=16, blank=True)
+    root = models.CharField(max_length=80, blank=True)
     path = models.CharField(max_length=4096, blank=True)
-    to_root = models.CharField(max_length=16, blank=True)
+    to_root = models.CharField(max_length=80, blank=True)
     to_path = models.CharField(max_length=4096, blank=True)
     size = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

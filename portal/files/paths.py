@@ -10,16 +10,22 @@ from collections.abc import Iterator
 
 from portal.core.errors import Conflict, Forbidden, InvalidInput, NotFound, TooLarge, Unavailable
 from slurm.errors import SlurmRejected, SlurmUnreachable
-from slurm.files import ROOTS, FilesRefused, Root
+from slurm.files import PROJECT_ROOT, ROOTS, FilesRefused, Root
 
 MAX_PATH = 4096
 MAX_NAME = 255
 
 
 def root_clean(value: object, *, field: str = "root") -> Root:
-    if value not in ROOTS:
-        raise InvalidInput({field: [f"Must be one of {', '.join(ROOTS)}."]})
+    if value not in ROOTS and not (isinstance(value, str) and PROJECT_ROOT.fullmatch(value)):
+        raise InvalidInput({field: [f"Must be one of {', '.join(ROOTS)}, or project:<name>."]})
     return value  # type: ignore[return-value]
+
+
+def project_root(name: str) -> Root | None:
+    """A project's root, where its name can be one (the helper's shape)."""
+    root = f"project:{name}"
+    return root if PROJECT_ROOT.fullmatch(root) else None
 
 
 def path_clean(value: object, *, field: str = "path", allow_root: bool = True) -> str:

@@ -11,9 +11,10 @@ from typing import Literal
 from portal.accounts.models import User
 from portal.core.errors import InvalidInput, NotFound
 from portal.files.models import Upload
-from portal.files.paths import helper_errors
+from portal.files.paths import helper_errors, project_root
+from portal.projects.selectors import user_projects
 from slurm import files
-from slurm.files import Entry, Root, Stat, Usage
+from slurm.files import ROOTS, Entry, Root, Stat, Usage
 from slurm.runner import Output
 
 LIST_LIMIT = 20000  # entries one listing brings back
@@ -128,6 +129,13 @@ def file_open(*, user: User, root: Root, path: str) -> tuple[int, str, Output]:
 def folder_zip(*, user: User, root: Root, path: str) -> Output:
     with helper_errors():
         return files.files_zip(user=user.username, root=root, path=path)
+
+
+def user_roots(*, user: User) -> list[Root]:
+    """The roots the Files page offers the user: theirs, and the shared folder of each project they
+    are a member of (whether it exists, and who may enter it, is the file system's to say)."""
+    projects = [project_root(project.name) for project in user_projects(user=user)]
+    return [*ROOTS, *(root for root in projects if root)]
 
 
 def root_usage(*, user: User, root: Root, path: str = "") -> Usage:

@@ -3,9 +3,8 @@ from collections.abc import Callable
 from rest_framework import serializers
 
 from portal.core.errors import InvalidInput
-from portal.files.paths import path_clean
+from portal.files.paths import path_clean, root_clean
 from portal.files.selectors import SORTS
-from slurm.files import ROOTS
 
 
 def _checked(clean: Callable[..., object], value: object, field: str, **kwargs: object) -> object:
@@ -18,9 +17,13 @@ def _checked(clean: Callable[..., object], value: object, field: str, **kwargs: 
 class LocationSerializer(serializers.Serializer):
     """A file or folder: a root and a path relative to it ("" or absent: the root itself)."""
 
-    root = serializers.ChoiceField(choices=ROOTS, help_text="home, scratch or data")
+    root = serializers.CharField(max_length=80, help_text="home, scratch, data, or project:<name> (a "
+                                                          "project's shared folder)")
     path = serializers.CharField(required=False, default="", allow_blank=True, trim_whitespace=False,
                                  max_length=4100, help_text="Relative to the root, e.g. data/run1")
+
+    def validate_root(self, value: str) -> str:
+        return _checked(root_clean, value, "root")  # type: ignore[return-value]
 
     def validate_path(self, value: str) -> str:
         return _checked(path_clean, value, "path")  # type: ignore[return-value]
@@ -41,10 +44,12 @@ class ListQuerySerializer(LocationSerializer):
 
 
 class MoveSerializer(ItemSerializer):
-    to_root = serializers.ChoiceField(choices=ROOTS, required=False,
-                                      help_text="Default: the same root")
+    to_root = serializers.CharField(required=False, max_length=80, help_text="Default: the same root")
     to_path = serializers.CharField(trim_whitespace=False, max_length=4100,
                                     help_text="The new path (the destination must not exist)")
+
+    def validate_to_root(self, value: str) -> str:
+        return _checked(root_clean, value, "to_root")  # type: ignore[return-value]
 
     def validate_to_path(self, value: str) -> str:
         return _checked(path_clean, value, "to_path", allow_root=False)  # type: ignore[return-value]

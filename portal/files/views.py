@@ -18,7 +18,6 @@ from django.views.decorators.http import require_POST
 from portal.core.errors import InvalidInput, PortalError, PreconditionFailed
 from portal.files import selectors, services
 from portal.files.paths import joined, name_clean, path_clean, root_clean
-from slurm.files import ROOTS
 
 
 def _location(data: dict, *, allow_root: bool = True) -> tuple[str, str]:
@@ -50,8 +49,9 @@ def browse_view(request: HttpRequest) -> HttpResponse:
         usage = None
     entries = [{"entry": entry, "path": joined(path, entry.name)} for entry in folder.entries]
     return render(request, "files/browse.html", {
-        "root": root, "path": path, "roots": ROOTS, "crumbs": _crumbs(root, path), "entries": entries,
-        "truncated": folder.truncated, "usage": usage, "sort": sort, "descending": descending,
+        "root": root, "path": path, "roots": selectors.user_roots(user=request.user),
+        "crumbs": _crumbs(root, path), "entries": entries, "truncated": folder.truncated, "usage": usage,
+        "sort": sort, "descending": descending,
         "filter": contains, "parent": posixpath.dirname(path) if path else None})
 
 

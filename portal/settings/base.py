@@ -543,6 +543,10 @@ METRICS_SCRAPE_TOKEN_DAYS = env.int("METRICS_SCRAPE_TOKEN_DAYS", default=365)
 JOBS_TEMPLATES_DIR = env("JOBS_TEMPLATES_DIR", default=str(BASE_DIR / "templates" / "jobs"))
 # Where a user's job output goes on the cluster; {home} is the user's home directory.
 JOBS_OUTPUT_DIR = env("JOBS_OUTPUT_DIR", default="{home}/gpuportal/jobs")
+# Re-run exactly (portal.provenance.rerun): an environment whose lock changed since the run is rebuilt
+# from the recorded lock by the re-run job, as its user, into ~/.cache/gpuportal/envs/<lock hash>.
+# False: such a re-run is refused (409) with the reason.
+PROVENANCE_REBUILD_ENVS = env.bool("PROVENANCE_REBUILD_ENVS", default=True)
 # A job's TensorBoard log directory (TENSORBOARD_LOGDIR in its script); {uuid} is the job's.
 JOBS_TENSORBOARD_LOGDIR = env("JOBS_TENSORBOARD_LOGDIR", default="{home}/logs/jobs/{uuid}")
 # The notebook templates folder the hub's sessions copy into ~/templates (HUB_TEMPLATES_DIR): batch
@@ -609,8 +613,6 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["ExtensionStateEnum"] = \
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["AppStateEnum"] = "portal.webapps.models.AppState"
 # Sessions or jobs: the kinds of presets and the targets of extensions.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["LaunchKindEnum"] = "portal.launches.models.Preset.Kind"
-# The Files page's roots (root and to_root alike).
-SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["FileRootEnum"] = "slurm.files.ROOTS"
 # The composer's and the session form's suggestion: the user's newest this many runs of a template or profile.
 EFFICIENCY_SUGGEST_RUNS = env.int("EFFICIENCY_SUGGEST_RUNS", default=10)
 # Fewer runs than this make no suggestion: one odd run is no guide.
