@@ -13,6 +13,8 @@ mapfile -t users < <(demo_uids)
 for uid in "${users[@]}"; do
   getent passwd "$uid" >/dev/null || continue
   scancel --quiet --user "$uid" 2>/dev/null || true
+  # cluster-b's too (services/cluster_b.sh); their processes go with pkill below.
+  ((SLURM_DEV_CLUSTERS < 2)) || scancel -M "$CLUSTER_B" --quiet --user "$uid" 2>/dev/null || true
 done
 # Cancelled jobs leave the queue within a few seconds; their processes go with them.
 for _ in $(seq 100); do

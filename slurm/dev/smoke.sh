@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # $CUDA_VISIBLE_DEVICES is for the job to expand
 # Smoke test of a running test bed (after up.sh): prints what each check sees
-# and exits non-zero at the first failure. Takes ~25 s (jobs sleep 5 s; the
-# slurmctld stop/start cycle is part of it). Leaves no jobs or files behind.
+# and exits non-zero at the first failure. Takes ~30 s (jobs sleep 5 s; the
+# slurmctld stop/start cycle is part of it; a job on cluster-b unless SLURM_DEV_CLUSTERS=1).
+# Leaves no jobs or files behind.
 #   slurm/dev/smoke.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -47,6 +48,23 @@ sacct_rows
 
 step "too long for partition debug: rejected at submit"
 if as_alice sbatch --parsable --time=2:00:00 -p debug --wrap true; then fail "not rejected"; fi
+
+if ((SLURM_DEV_CLUSTERS > 1)); then
+  step "cluster-b: sbatch/squeue/sacct -M from the default configuration; without -M, unseen"
+  # shellcheck source=/dev/null
+  source "$DEV_DIR/services/cluster_b.sh"
+  sinfo -M all -h -o '%P %G' | grep -qx "gpu\* gpu:a100:2" || fail "sinfo -M all lacks $CLUSTER_B's gpu:a100:2"
+  name=smoke-b-$$  # job ids are per cluster: tell the job by its name
+  jb=$(as_alice sbatch -M "$CLUSTER_B" --parsable --gres=gpu:2 -J "$name" -o smoke-b-%j.out --wrap 'echo $(hostname) $CUDA_VISIBLE_DEVICES; sleep 2')
+  jb=${jb%%;*}
+  trap 'scancel ${j1:-} ${j2:-} ${j3:-} 2>/dev/null || true; scancel -M $CLUSTER_B $jb 2>/dev/null || true; rm -f /home/alice/smoke-*.out' EXIT
+  as_alice squeue -M "$CLUSTER_B" -h -o '%i %j %P %T %u %b'
+  as_alice squeue -M "$CLUSTER_B" -h -o %j | grep -qx "$name" || fail "squeue -M $CLUSTER_B does not list $name"
+  if squeue -h -a -o %j | grep -qx "$name"; then fail "squeue without -M lists $CLUSTER_B's $name"; fi
+  wait_for "$CLUSTER_B's job $jb COMPLETED in sacct -M" 30 bash -c "sacct -M $CLUSTER_B -X -n -P -j $jb -o State,Partition | grep -qx 'COMPLETED|gpu'"
+  sacct -M "$CLUSTER_B" -X -n -P -j "$jb" -o JobID,Cluster,Partition,User,State,NodeList,AllocTRES
+  [[ $(cat "smoke-b-$jb.out") == "$CLUSTER_B_NODE 0,1" ]] || fail "expected '$CLUSTER_B_NODE 0,1', got '$(cat "smoke-b-$jb.out")'"
+fi
 
 step ldap
 ldapwhoami -x -H "ldap://127.0.0.1:$LDAP_PORT" -D "uid=alice,ou=people,$LDAP_SUFFIX" -w alice-pw
