@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from rest_framework.test import APIClient
@@ -121,3 +122,7 @@ def test_a_runs_page_lists_its_artifacts(alice_api, client):
     client.force_login(run.owner)
     page = client.get(f"/tracking/runs/compare/?runs={run.run_id}").content.decode()
     assert 'id="artifacts"' in page and "<code>notes.txt</code>" in page and "8\xa0bytes" in page
+    # "Open in Files" at the artifacts' folder, relative to alice's home (#37).
+    folder = Path(run.artifact_uri.removeprefix("file://")).relative_to(ALICE)
+    link = f'href="/files/?{urlencode({"root": "home", "path": str(folder)}).replace("&", "&amp;")}"'
+    assert f'{link} id="artifacts-in-files"' in page

@@ -22,11 +22,21 @@ def from_ns(value: int) -> datetime:
 def files_folder_url(context: template.Context, absolute: str) -> str:
     """The Files page of the folder holding `absolute` (a job's output file), or "" where that
     folder is not under one of the user's roots."""
+    return _browse_url(context, posixpath.dirname(posixpath.normpath(absolute)) if absolute else "")
+
+
+@register.simple_tag(takes_context=True)
+def files_dir_url(context: template.Context, absolute: str) -> str:
+    """The Files page of the folder `absolute` itself (a run's artifacts), or "" where it is not
+    under one of the user's roots."""
+    return _browse_url(context, posixpath.normpath(absolute) if absolute else "")
+
+
+def _browse_url(context: template.Context, folder: str) -> str:
     user = context["request"].user
-    if not absolute or not getattr(user, "home_directory", ""):
+    if not folder.startswith("/") or not getattr(user, "home_directory", ""):
         return ""
     roots = user_roots(home=user.home_directory, username=user.username)
-    folder = posixpath.dirname(posixpath.normpath(absolute))
     for name, top in (("home", roots.home), ("scratch", roots.scratch), ("data", roots.data)):
         if top and (folder == top or folder.startswith(top.rstrip("/") + "/")):
             relative = folder[len(top):].strip("/")
