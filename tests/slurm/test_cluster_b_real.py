@@ -5,6 +5,7 @@ and the default cluster unchanged for everything that does not name it."""
 import subprocess
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,21 @@ def test_a_gpu_job_on_cluster_b_runs_on_its_node_and_only_dash_m_sees_it():
         as_alice("scancel", "-M", CLUSTER, job_id, check=False)
     default_jobs = as_alice("sacct", "-X", "-n", "-P", "-S", "now-1hour", "-o", "JobName").stdout
     assert name not in default_jobs.split()
+
+
+def test_the_portals_adapters_see_only_the_default_cluster(slurm):
+    """The poll cycle's reads (squeue, sacct, sinfo) name no cluster: cluster-b's jobs and node stay
+    out of the portal, through the sudo adapter and slurmrestd alike."""
+    comment = f"gpuportal:{uuid.uuid4()}"
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    job_id = submit("-M", CLUSTER, f"--comment={comment}", "--time=2", command="sleep 2")
+    try:
+        assert comment not in {job.comment for job in slurm.queue(finished=True).rows}
+        ended(job_id, "-M", CLUSTER)
+        assert comment not in {job.comment for job in slurm.accounting(since=since, users=["alice"]).rows}
+        assert "b-node1" not in {node.node for node in slurm.nodes().rows}
+    finally:
+        as_alice("scancel", "-M", CLUSTER, job_id, check=False)
 
 
 def test_both_clusters_share_one_slurmdbd_with_the_same_associations():
