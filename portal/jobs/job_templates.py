@@ -37,12 +37,14 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 DEFAULT_STRING_PATTERN = r"^[A-Za-z0-9._,:=+/@ -]*$"
 _SBATCH_LINE = re.compile(r"^\s*#\s*SBATCH", re.IGNORECASE | re.MULTILINE)
 # Parameters every template gets; a template may not redefine them.
-BUILTIN_PARAMETERS = ("partition", "time_limit", "environment", "modules")
+BUILTIN_PARAMETERS = ("partition", "time_limit", "environment", "modules", "inputs")
 # The bound of a number parameter whose template names none: fits a 32-bit int, and any shell.
 NUMBER_LIMIT = 2**31 - 1
-TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments", "path")
+TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments", "path", "paths")
 # Types whose value is text: "" is a value of theirs, not "not given".
-TEXT_TYPES = ("string", "choice", "text", "arguments", "path")
+TEXT_TYPES = ("string", "choice", "text", "arguments", "path", "paths")
+# A `paths` value's length: the inputs a job records (each hashed within the job's bounds).
+PATHS_MAX = 100
 
 
 class TemplateError(Exception):
@@ -196,8 +198,27 @@ class Parameter:
             raise ParameterInvalid(problem)
         return value
 
+    def _clean_paths(self, raw: Any) -> list[str]:
+        """A list of paths (the API), or one a line (the form's text); each as a `path`, once."""
+        if isinstance(raw, str):
+            raw = [line.strip() for line in raw.splitlines() if line.strip()]
+        if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+            raise ParameterInvalid("Must be a list of paths.")
+        if len(raw) > PATHS_MAX:
+            raise ParameterInvalid(f"At most {PATHS_MAX} paths.")
+        for item in raw:
+            if problem := path_shape_problem(item, relative=True):
+                raise ParameterInvalid(f"{item[:80]!r}: {problem}")
+        return list(dict.fromkeys(raw))
+
     def json_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"title": self.title, "description": self.help}
+        if self.type == "paths":
+            schema.update(type="array", maxItems=PATHS_MAX,
+                          items={"type": "string", "maxLength": PATH_MAX_LENGTH},
+                          description=f"{self.help} (paths under your home directory, your scratch or the "
+                                      "shared data; relative paths start at your home)".strip())
+            return schema
         if self.type in ("integer", "number", "boolean"):
             schema["type"] = self.type
         elif self.type == "choice":
@@ -235,6 +256,9 @@ class JobTemplate:
     # The software environment it runs in unless the user names one (its `environment` parameter's
     # default); where the site has no such environment, none.
     environment: str = ""
+    # Paths the template always reads (relative ones from the user's home): the job records them
+    # in its provenance, as it does its path parameters' and the user's `inputs`.
+    inputs: tuple[str, ...] = ()
     directory: Path = field(default=Path(), compare=False)
 
     def parameter(self, name: str) -> Parameter | None:
@@ -270,6 +294,9 @@ def builtin_parameters(*, environment: str = "") -> tuple[Parameter, ...]:
         Parameter("modules", "string", label="Environment modules", default="",
                   pattern=r"^[A-Za-z0-9._/+-]+( [A-Za-z0-9._/+-]+)*$|^$",
                   help="Space-separated `module load` names, e.g. cuda/12.4 nccl."),
+        Parameter("inputs", "paths", label="Inputs to record", default=[],
+                  help="Files or folders the job reads, one a line: its provenance records each one's "
+                       "size, time and SHA-256."),
     )
 
 
@@ -352,12 +379,15 @@ def template_load(directory: Path) -> JobTemplate:
     parameters = builtin_parameters(environment=environment) + tuple(
         parameter_from_spec(name, value, f"{where}/template.toml") for name, value in own.items()
     )
+    inputs = spec.get("inputs", [])
+    if not isinstance(inputs, list) or any(path_shape_problem(item, relative=True) for item in inputs):
+        raise TemplateError(f"{where}/template.toml: `inputs` must be a list of paths")
     resources = spec.get("resources", {})
     template = JobTemplate(
         slug=slug, name=spec["name"].strip(), description=spec["description"].strip(),
         parameters=parameters, nodes=resources.get("nodes", 1),
         gpus_per_node=resources.get("gpus_per_node", 0), smoke_parameter=spec.get("smoke_parameter"),
-        benchmark=spec.get("benchmark"), environment=environment, directory=directory,
+        benchmark=spec.get("benchmark"), environment=environment, inputs=tuple(inputs), directory=directory,
     )
     for which in ("nodes", "gpus_per_node"):
         source = getattr(template, which)

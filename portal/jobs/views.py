@@ -98,6 +98,8 @@ def template_pick_view(request: HttpRequest) -> HttpResponse:
 def _form_value(parameter: Parameter, value: Any) -> Any:
     if parameter.type == "arguments" and isinstance(value, list):  # a job stored when they were lists
         return shlex.join(value)
+    if parameter.type == "paths" and isinstance(value, list):  # one a line in the form
+        return "\n".join(value)
     return "" if value is None else value
 
 

@@ -138,21 +138,34 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
                      logdir=job_logdir(home=account.pw_dir, job_uuid=job_uuid),
                      templates=settings.NOTEBOOK_TEMPLATES_DIR,
                      provenance=f"{output_dir}/job-{job_uuid}.provenance.json",
-                     inputs=tuple(values[p.name] for p in found.parameters
-                                  if p.type == "path" and values.get(p.name)))
+                     inputs=_inputs(found, values))
     body = script_body_render(template=found, values=values, job=paths,
                               activation=_activation(environment, user=user, workdir=paths.dir))
     return replace(draft, script=_header(draft, paths) + "\n" + body)
 
 
 def _paths_check(user: User, template: JobTemplate, values: dict[str, Any]) -> dict[str, list[str]]:
-    """Each given `path` parameter under the user's home, scratch or the shared data (lexically)."""
-    given = {p.name: values[p.name] for p in template.parameters if p.type == "path" and values.get(p.name)}
+    """Each given `path` parameter, and each of the `paths` ones' (`inputs`), under the user's home,
+    scratch or the shared data (lexically)."""
+    given = [(p, value) for p in template.parameters if p.type in ("path", "paths") and values.get(p.name)
+             for value in ([values[p.name]] if p.type == "path" else values[p.name])]
     if not given:
         return {}
     roots = user_roots(home=unix_account(user.username).pw_dir, username=user.username)
-    return {name: [problem] for name, value in given.items()
-            if (problem := path_problem(value, roots=roots, relative=True))}
+    problems: dict[str, list[str]] = {}
+    for parameter, value in given:
+        if problem := path_problem(value, roots=roots, relative=True):
+            problems.setdefault(parameter.name, []).append(
+                f"{value[:80]!r}: {problem}" if parameter.type == "paths" else problem)
+    return problems
+
+
+def _inputs(template: JobTemplate, values: dict[str, Any]) -> tuple[str, ...]:
+    """What the job records as its inputs: its path parameters' values, the template's own `inputs`
+    and the user's (`inputs` parameter), once each."""
+    found = [values[p.name] for p in template.parameters if p.type == "path" and values.get(p.name)]
+    found += [*template.inputs, *(values.get("inputs") or [])]
+    return tuple(dict.fromkeys(found))
 
 
 def _activation(environment: Environment | None, *, user: User, workdir: str) -> dict[str, Any] | None:

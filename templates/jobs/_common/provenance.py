@@ -1,8 +1,12 @@
 # Run by the job's prologue, as the job's user, with the system Python (-I): argv = the record's path,
 # then the paths the template's path parameters name (relative ones from the home directory). Writes
 # {"code": [...], "inputs": [...], "gpu": {...}} atomically; the portal reads it through job-files.
-# Bounded: SHA-256 of at most HASH_BYTES in all and for HASH_SECONDS; a folder of more than
-# LIST_FILES files, or past either bound, is recorded by its listing and sizes and marked so.
+# The job's program waits for it, so at its start it hashes (SHA-256) at most START_BYTES in all and for
+# START_SECONDS; what is past either bound is listed with its sizes and marked, and hashed after the
+# program has started, by a child of this process in the background (niced, while the job's shell
+# lives), which then writes the final record. A `.hashing` file beside the record says it is at work:
+# the job's exit waits for it (a while), so that the portal reads the final record. A folder of more
+# than LIST_FILES files is recorded by its first LIST_FILES files' listing and marked so.
 import hashlib
 import json
 import os
@@ -10,34 +14,54 @@ import pwd
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-HASH_BYTES = 2 * 1024**3
-HASH_SECONDS = 10.0
+START_BYTES = 2 * 1024**3
+START_SECONDS = 0.5
 LIST_FILES = 1000
 DIFF_BYTES = 1024**2
+CHUNK = 1024**2
 started = time.monotonic()
-budget = HASH_BYTES
+budget = START_BYTES
+# What is left for the background: each entry (a dict in the record) and its file.
+deferred: list[tuple[dict, Path]] = []
 
 
-def sha256(path: Path) -> str | None:
-    global budget
-    size = path.stat().st_size
-    if size > budget or time.monotonic() - started > HASH_SECONDS:
-        return None
+def sha256(path: Path, go_on: Callable[[], bool]) -> str | None:
+    """The file's SHA-256, or None once `go_on()` says stop (checked every 64 MiB)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while chunk := handle.read(1024 * 1024):
+        for count, chunk in enumerate(iter(lambda: handle.read(CHUNK), b"")):
             digest.update(chunk)
-            if time.monotonic() - started > HASH_SECONDS:
+            if count % 64 == 63 and not go_on():
                 return None
-    budget -= size
     return digest.hexdigest()
 
 
+def in_time() -> bool:
+    return time.monotonic() - started < START_SECONDS
+
+
 def entry(path: Path, shown: str) -> dict:
+    global budget
     info = path.stat()
-    return {"path": shown, "size": info.st_size, "mtime": int(info.st_mtime), "sha256": sha256(path)}
+    item = {"path": shown, "size": info.st_size, "mtime": int(info.st_mtime), "sha256": None}
+    if info.st_size <= budget and in_time():
+        item["sha256"] = sha256(path, in_time)
+    if item["sha256"] is None:
+        deferred.append((item, path))
+    else:
+        budget -= info.st_size
+    return item
+
+
+def merkle(files: list[dict]) -> str | None:
+    """A folder's hash: SHA-256 of its files' `sha256sum` lines, in path order; None until all are."""
+    if any(item["sha256"] is None for item in files):
+        return None
+    lines = "".join(f"{item['sha256']}  {item['path']}\n" for item in sorted(files, key=lambda i: i["path"]))
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def git(directory: Path, *args: str) -> bytes | None:
@@ -76,11 +100,12 @@ def folder(path: Path, shown: str) -> dict:
             total += files[-1]["size"]
         if over:
             break
-    over = over or any(item["sha256"] is None for item in files)
-    if over:
+    if over:  # not hashed at all: the listing is not the whole folder
+        deferred[:] = [(item, where) for item, where in deferred if not any(item is f for f in files)]
         for item in files:
             item["sha256"] = None
-    return {"path": shown, "kind": "folder", "size": total, "files": files, "over_bound": over}
+    return {"path": shown, "kind": "folder", "size": total, "files": files, "listing_capped": over,
+            "sha256": None if over else merkle(files), "over_bound": over or merkle(files) is None}
 
 
 def gpus() -> dict:
@@ -105,8 +130,9 @@ for given in sys.argv[2:]:
         if path.is_dir():
             record["inputs"].append(folder(path, given))
         elif path.is_file():
-            item = {**entry(path, given), "kind": "file"}
-            record["inputs"].append({**item, "over_bound": item["sha256"] is None})
+            item = entry(path, given)
+            item.update(kind="file", over_bound=item["sha256"] is None)
+            record["inputs"].append(item)
         else:
             record["inputs"].append({"path": given, "kind": "missing"})
             continue
@@ -119,7 +145,57 @@ for given in sys.argv[2:]:
         record["code"].append(found)
 record["seconds"] = round(time.monotonic() - started, 3)
 target = Path(sys.argv[1])
-partial = target.with_name(target.name + ".part")
-with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:  # noqa: PTH123 (a mode)
-    json.dump(record, out)
-partial.replace(target)
+
+
+def write() -> None:
+    partial = target.with_name(target.name + ".part")
+    with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:  # noqa: PTH123
+        json.dump(record, out)
+    partial.replace(target)
+
+
+def finish(shell: int) -> None:
+    """In the background: hash what was deferred, while the job's shell lives; then the record."""
+    begun = time.monotonic()
+
+    def shell_lives() -> bool:
+        try:
+            os.kill(shell, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    for item, path in deferred:
+        try:
+            item["sha256"] = sha256(path, shell_lives)
+        except OSError:
+            continue
+        if item["sha256"] is None:
+            return  # the job is over: the record stays as it was, marked
+        item["over_bound"] = False
+    for item in record["inputs"]:
+        if item.get("kind") == "folder" and not item["listing_capped"]:
+            item["sha256"] = merkle(item["files"])
+            item["over_bound"] = item["sha256"] is None
+    record["background"] = {"state": "done", "files": len(deferred),
+                            "seconds": round(time.monotonic() - begun, 3)}
+    write()
+
+
+if deferred:
+    record["background"] = {"state": "hashing", "files": len(deferred),
+                            "bytes": sum(item["size"] for item, _ in deferred)}
+write()
+if deferred:
+    marker = target.with_name(target.name + ".hashing")
+    marker.touch(mode=0o600)
+    shell = os.getppid()
+    if os.fork() == 0:
+        try:
+            os.nice(10)
+            finish(shell)
+        finally:
+            marker.unlink(missing_ok=True)
+            os._exit(0)
