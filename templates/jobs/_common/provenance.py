@@ -24,17 +24,22 @@ DIFF_BYTES = 1024**2
 CHUNK = 1024**2
 started = time.monotonic()
 budget = START_BYTES
-# What is left for the background: each entry (a dict in the record) and its file.
+# What is left for the background: each entry (a dict in the record) and its file; and how far a
+# file's hash had gone when it stopped (the background goes on from there).
 deferred: list[tuple[dict, Path]] = []
+partial: dict[Path, tuple] = {}
 
 
 def sha256(path: Path, go_on: Callable[[], bool]) -> str | None:
     """The file's SHA-256, or None once `go_on()` says stop (checked every 64 MiB)."""
-    digest = hashlib.sha256()
+    digest, offset = partial.pop(path, None) or (hashlib.sha256(), 0)
     with path.open("rb") as handle:
+        handle.seek(offset)
         for count, chunk in enumerate(iter(lambda: handle.read(CHUNK), b"")):
             digest.update(chunk)
+            offset += len(chunk)
             if count % 64 == 63 and not go_on():
+                partial[path] = (digest, offset)
                 return None
     return digest.hexdigest()
 
