@@ -91,7 +91,7 @@ def test_cluster_b_controller_down_leaves_the_default_cluster_working():
         refused = as_alice("sbatch", "-M", CLUSTER, "--parsable", "--output=/dev/null", "--wrap", "true",
                            check=False)
         assert refused.returncode != 0 and CLUSTER in refused.stderr, refused
-        job_id = submit("--gres=gpu:1", "--time=2", command="true")
+        job_id = submit("--time=2", command="true")
         state, nodes, _, _ = ended(job_id)
         assert state == "COMPLETED" and nodes.startswith("gpu-node")
     finally:
