@@ -135,9 +135,10 @@ def test_a_2_gib_upload_cut_at_half_way_resumes_and_lands_whole_and_hers(page, r
         assert len(heads) >= 2, heads
         resumed_at = heads[-1]
         assert SIZE // 2 - CHUNK < resumed_at < SIZE // 2 + 10 * MIB, (resumed_at, patches)
-        assert resumed_at in patches[patches.index(resumed_at):], patches
+        assert resumed_at in patches, patches
         assert resumed_at % CHUNK, "the server kept none of the cut chunk's bytes"
-        assert patches[0] == 0 and patches.count(0) == 1, "the upload restarted from zero"
+        # Strictly rising offsets: nothing was sent twice from one offset, nothing restarted.
+        assert patches[0] == 0 and patches == sorted(set(patches)), patches
         uploaded = folder / "big.bin"
         assert uploaded.stat().st_size == SIZE
         assert uploaded.stat().st_uid == pwd.getpwnam("alice").pw_uid
