@@ -351,3 +351,29 @@ def cancel(state: State, job_id: str, wait: bool, interval: float) -> None:
         out.print(f"job {number} ", state_text(detail["state"]), sep="")
     else:
         out.print(f"Cancel requested for job {number} (now {detail['state']}).")
+
+
+@click.command()
+@click.argument("job_id", type=JOB_ID)
+@click.option("--run-anyway", is_flag=True,
+              help="Re-run even though inputs changed or went missing since the run (they are named).")
+@click.option("--wait", is_flag=True, help="Wait until the new job has ended.")
+@click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True)
+@common_options
+@pass_state
+def rerun(state: State, job_id: str, run_anyway: bool, wait: bool, interval: float) -> None:
+    """Re-run a job exactly, from its provenance: the same parameters and resources, image by digest,
+    environment by its lock, code at its commit with its uncommitted diff. The inputs are checked
+    first: a changed or missing one is named and nothing is submitted, unless --run-anyway.
+    JOB_ID: as for `job`."""
+    client = state.client()
+    number = job_find(client, job_id)["id"]
+    detail = client.request("POST", f"/jobs/{number}/rerun/", json={"run_anyway": run_anyway})
+    if wait:
+        detail = job_wait(client, detail["id"], interval=interval, quiet=state.json)
+    if state.json:
+        emit_json(detail)
+    elif wait:
+        out.print(f"job {detail['id']} (a re-run of {number}) ", state_text(detail["state"]), sep="")
+    else:
+        out.print(f"Submitted job {detail['id']}, a re-run of job {number} ({detail['state']}).")

@@ -14,7 +14,7 @@ from gpuportal_cli.context import State, common_options, pass_state
 from gpuportal_cli.efficiency import jobstats
 from gpuportal_cli.extras import benchmarks, tensorboard
 from gpuportal_cli.gpus import gpu
-from gpuportal_cli.jobs import cancel, job, jobs, logs, projects, submit, templates
+from gpuportal_cli.jobs import cancel, job, jobs, logs, projects, rerun, submit, templates
 from gpuportal_cli.output import emit_json, err, error, fields, out
 from gpuportal_cli.sessions import environments, open_, session, sessions
 from gpuportal_cli.sweeps import sweep
@@ -135,6 +135,6 @@ def whoami(state: State) -> None:
         out.print(f"Portal: {state.settings().url}", markup=False)
 
 
-for command in (templates, submit, jobs, job, logs, cancel, sessions, session, open_, environments, gpu,
-                tensorboard, benchmarks, projects, sweep, jobstats):
+for command in (templates, submit, jobs, job, logs, cancel, rerun, sessions, session, open_, environments,
+                gpu, tensorboard, benchmarks, projects, sweep, jobstats):
     app.add_command(command)

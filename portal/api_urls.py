@@ -19,6 +19,7 @@ from portal.notifications import api as notifications_api
 from portal.policy import api as policy_api
 from portal.projects import api as projects_api
 from portal.provenance import api as provenance_api
+from portal.provenance import rerun_api as provenance_rerun_api
 from portal.reports import api as reports_api
 from portal.sessions import api as sessions_api
 from portal.sweeps import api as sweeps_api
@@ -68,6 +69,7 @@ urlpatterns = [
          name="job-provenance-diff"),
     path("jobs/<id:job_id>/provenance.zip", provenance_api.ProvenanceExportApi.as_view(),
          name="job-provenance-export"),
+    path("jobs/<id:job_id>/rerun/", provenance_rerun_api.RerunApi.as_view(), name="job-rerun"),
     path("policy/", policy_api.PolicyApi.as_view(), name="policy"),
     path("projects/", projects_api.ProjectListApi.as_view(), name="projects"),
     path("sessions/", sessions_api.SessionListApi.as_view(), name="sessions"),

@@ -22,6 +22,7 @@ urlpatterns = [
     path("accounts/", include("portal.accounts.urls")),
     path("cluster/", include("portal.cluster.urls")),
     path("jobs/", include("portal.jobs.urls")),
+    path("jobs/", include("portal.provenance.rerun_urls")),  # Re-run exactly, from a job's page
     path("jobs/", include("portal.provenance.page_urls")),  # What differs, beside a job's page
     path("servers/", include("portal.sessions.urls")),
     path("timing/", timing_view, name="timing"),

@@ -281,6 +281,8 @@ ROWS: dict[str, list[Row]] = {
                                       {**PAGE_MINE, "owner": 302, "admin": 404})],
     "jobs/<id:job_id>/differs/<id:other_id>/": [
         Row("GET", lambda w: f"/jobs/{_provenance(w)}/differs/{w.job.pk}/", P, {**PAGE_MINE, "admin": 404})],
+    "jobs/<id:job_id>/rerun/": [Row("POST", lambda w: f"/jobs/{_provenance(w)}/rerun/", P,
+                                    {**PAGE_MINE, "owner": 302, "admin": 404})],
     "servers/": [Row("GET", _fixed("/servers/"), P, PAGE_ANY)],
     "servers/<slug:name>/stop/": [Row("POST", lambda w: f"/servers/{w.server.name}/stop/", P,
                                       {**PAGE_MINE, "owner": 302, "admin": 404})],
@@ -360,6 +362,12 @@ ROWS: dict[str, list[Row]] = {
     "api/v1/jobs/<id:job_id>/provenance.zip": [
         Row("GET", lambda w: f"/api/v1/jobs/{w.job.pk}/provenance.zip", A, {**API_MINE, "owner": 404,
                                                                              "admin": 404})],
+    # Re-run exactly: owner only (an admin gets 404, as for the record); a record whose job has not
+    # ended is a 409 (tests/provenance/test_rerun.py).
+    "api/v1/jobs/<id:job_id>/rerun/": [
+        Row("GET", lambda w: f"/api/v1/jobs/{_provenance(w)}/rerun/", A, {**API_MINE, "admin": 404}),
+        Row("POST", lambda w: f"/api/v1/jobs/{_provenance(w)}/rerun/", A,
+            {**API_MINE, "owner": 409, "admin": 404})],
     "api/v1/sessions/<slug:name>/gpu/": [Row("GET", lambda w: f"/api/v1/sessions/{w.server.name}/gpu/", A,
                                              API_MINE)],
     "api/v1/jobs/<str:job_id>/efficiency/": [

@@ -124,33 +124,46 @@ def home_of(username: str) -> str:
         ) from None
 
 
-def container_launch(*, image: Image, user: User, workdir: str = "") -> Launch:
+def container_launch(*, image: Image, user: User, workdir: str = "", digest: str = "") -> Launch:
     """How `user` runs `image` in a batch job: the site's binds for its runtime (home, data...),
-    the allocated GPUs. (Notebook servers: the hub's spawner adds its Jupyter environment.)"""
+    the allocated GPUs. (Notebook servers: the hub's spawner adds its Jupyter environment.)
+    `digest`: a registry image is run by it (name@sha256:...), never by its tag."""
     if image.owner_id is not None and image.owner_id != user.pk:
         raise InvalidInput({"environment": ["That image is somebody else's."]})
     home = home_of(user.username)
     return Launch(
-        image=image.runnable,
+        image=image_by_digest(image, digest) if digest else image.runnable,
         binds=default_binds(image.runtime, home=home),
         workdir=workdir,
         gpus=True,
     )
 
 
-def container_activation(*, environment: Environment, user: User, workdir: str) -> dict[str, Any]:
+def image_by_digest(image: Image, digest: str) -> str:
+    """The registry image's name with `digest` in place of its tag."""
+    try:
+        reference = reference_parse(image.reference)
+    except ReferenceInvalid as error:
+        raise InvalidInput({"environment": [str(error)]}) from None
+    return f"{reference.registry}/{reference.path}@{digest}"
+
+
+def container_activation(*, environment: Environment, user: User, workdir: str,
+                         digest: str = "") -> dict[str, Any]:
     """What a batch script's prologue needs to run the template's programs in the image: the
-    runtime's exact command (shell lines setting the RUN array, every value quoted)."""
+    runtime's exact command (shell lines setting the RUN array, every value quoted); by `digest`
+    where one is given (a re-run's, as recorded)."""
     image = getattr(environment, "container_image", None)
     if image is None:
         raise InvalidInput({"environment": [f"{environment.name!r} has no container image."]})
     try:
         runtime = runtime_get(image.runtime)
-        launch = container_launch(image=image, user=user, workdir=workdir)
+        launch = container_launch(image=image, user=user, workdir=workdir,
+                                  digest=digest if image.is_registry else "")
         run = runtime.shell_prefix(launch)
     except (RuntimeUnavailable, LaunchInvalid) as error:
         raise InvalidInput({"environment": [str(error)]}) from None
-    return {"runtime": image.runtime, "image": image.runnable, "run": run}
+    return {"runtime": image.runtime, "image": launch.image, "run": run}
 
 
 # --- registry keys -------------------------------------------------------------------------------

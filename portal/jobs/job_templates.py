@@ -453,6 +453,15 @@ class JobPaths:
     # the template's path parameters name, which it records.
     provenance: str = ""
     inputs: tuple[str, ...] = ()
+    # A re-run's code: each recorded work tree ({top, commit, tree: its scratch work tree, diff: in
+    # base64}); and the path parameters' values that lie in one, with the file the job uses instead.
+    code: tuple[Mapping[str, str], ...] = ()
+    paths: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def rerun(self) -> dict[str, Any]:
+        """What the job's own provenance record needs to name a re-run's copies by the originals."""
+        return {"paths": dict(self.paths), "trees": {tree["tree"]: tree["top"] for tree in self.code}}
 
 
 _SAMPLE_JOB = JobPaths(id="sample", dir="/home/user/gpuportal/jobs/job-sample",

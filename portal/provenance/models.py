@@ -36,6 +36,8 @@ class Provenance(models.Model):
     captured = models.JSONField(default=dict, blank=True)
     capture_state = models.CharField(max_length=16, choices=Capture.choices, default=Capture.PENDING)
     capture_reason = models.TextField(blank=True)
+    rerun_of = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns",
+                                 help_text="The job this one re-runs exactly (portal.provenance.rerun)")
     created = models.DateTimeField(auto_now_add=True)
     captured_at = models.DateTimeField(null=True, blank=True)
 

@@ -58,7 +58,7 @@ def test_the_template_path_parameters_are_the_inputs_the_job_records(user, parti
     job = _store(user, "pytorch-train", {"entrypoint": "proj/train.py", "data": "proj/data.bin",
                                          "environment": "", "time_limit": 5})
     assert "proj/train.py proj/data.bin <<'PY'" in job.script
-    assert 'INPUT_DATA=proj/data.bin' in job.script
+    assert "INPUT_DATA=$(gpuportal_path proj/data.bin)" in job.script
 
 
 def test_the_environment_lock_is_the_builds_pip_freeze_else_its_manifest(tmp_path):

@@ -1,5 +1,6 @@
 """Validating a job request and rendering its script: no Slurm call, no database write."""
 
+import base64
 import pwd
 import re
 import shlex
@@ -53,6 +54,28 @@ class JobDraft:
     account: str = ""  # a project's Slurm account (#SBATCH --account); '' for the user's default
 
 
+@dataclass(frozen=True)
+class CodeTree:
+    """A git work tree as a run recorded it: the job checks `commit` out in a scratch work tree of
+    its own and applies `diff` there, as its user (templates/jobs/_common/prologue.sh.j2)."""
+
+    top: str
+    commit: str
+    diff: str = ""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What a re-run fixes beyond the parameters (portal.provenance.rerun): the image by this digest,
+    the environment rebuilt from this lock (pip freeze lines) when it is not the current one, and
+    the code as recorded."""
+
+    image_digest: str = ""
+    environment_lock: str = ""
+    environment_lock_sha256: str = ""
+    code: tuple[CodeTree, ...] = ()
+
+
 def job_logdir(*, home: str, job_uuid: uuid.UUID) -> str:
     """The job's TensorBoard log directory: the prologue exports it as TENSORBOARD_LOGDIR, training
     templates write their events there, and TensorBoard from the job's page opens it."""
@@ -70,10 +93,11 @@ def unix_account(username: str) -> pwd.struct_passwd:
 
 def job_prepare(*, user: User, template: str, parameters: Any, name: str | None = None,
                 job_uuid: uuid.UUID | None = None, account: str = "",
-                policy: Policy | None = None) -> JobDraft:
+                policy: Policy | None = None, pin: Pin | None = None) -> JobDraft:
     """Validate everything and render the script; raises InvalidInput and never calls Slurm.
 
-    `policy`: the one read for a whole batch (its partitions and limits), else read here."""
+    `policy`: the one read for a whole batch (its partitions and limits), else read here. `pin`: a
+    re-run's image digest, environment lock and code."""
     policy = policy or policy_current()
     found = catalog().templates.get(template)
     if found is None:
@@ -132,15 +156,22 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         time_limit=timedelta(minutes=values["time_limit"]), output_dir=output_dir, script="",
         account=slurm_account,
     )
-    paths = JobPaths(id=str(job_uuid), dir=f"{output_dir}/job-{job_uuid}",
+    job_dir = f"{output_dir}/job-{job_uuid}"
+    inputs = _inputs(found, values)
+    trees = [(tree, f"{job_dir}/code/{index}") for index, tree in enumerate(pin.code if pin else ())]
+    paths = JobPaths(id=str(job_uuid), dir=job_dir,
                      stdout=f"{output_dir}/job-{job_uuid}.out", stderr=f"{output_dir}/job-{job_uuid}.err",
                      metrics=f"{output_dir}/job-{job_uuid}.metrics.json",
                      logdir=job_logdir(home=account.pw_dir, job_uuid=job_uuid),
                      templates=settings.NOTEBOOK_TEMPLATES_DIR,
                      provenance=f"{output_dir}/job-{job_uuid}.provenance.json",
-                     inputs=_inputs(found, values))
+                     inputs=inputs,
+                     code=tuple({"top": tree.top, "commit": tree.commit, "tree": where,
+                                 "diff": base64.b64encode(tree.diff.encode()).decode()}
+                                for tree, where in trees),
+                     paths=_paths_mapped(inputs, home=account.pw_dir, trees=trees))
     body = script_body_render(template=found, values=values, job=paths,
-                              activation=_activation(environment, user=user, workdir=paths.dir))
+                              activation=_activation(environment, user=user, workdir=paths.dir, pin=pin))
     return replace(draft, script=_header(draft, paths) + "\n" + body)
 
 
@@ -168,7 +199,22 @@ def _inputs(template: JobTemplate, values: dict[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _activation(environment: Environment | None, *, user: User, workdir: str) -> dict[str, Any] | None:
+def _paths_mapped(inputs: tuple[str, ...], *, home: str, trees: list[tuple[CodeTree, str]]) -> tuple[
+        tuple[str, str], ...]:
+    """Each path parameter's value that lies in a re-run's recorded work tree, with the same file
+    in the job's scratch work tree: the job runs (and records) that one."""
+    mapped = []
+    for given in inputs:
+        full = given if given.startswith("/") else f"{home.rstrip('/')}/{given}"
+        for tree, where in trees:
+            if full == tree.top or full.startswith(tree.top.rstrip("/") + "/"):
+                mapped.append((given, where + full[len(tree.top.rstrip("/")):]))
+                break
+    return tuple(mapped)
+
+
+def _activation(environment: Environment | None, *, user: User, workdir: str,
+                pin: Pin | None = None) -> dict[str, Any] | None:
     """What the script's prologue needs to activate the environment (templates/jobs/_common)."""
     if environment is None:
         return None
@@ -176,13 +222,17 @@ def _activation(environment: Environment | None, *, user: User, workdir: str) ->
         # The template's programs run inside the image: the prologue sets RUN to the runtime's
         # exact command, which the containers adapter built and quoted.
         try:
-            container = container_activation(environment=environment, user=user, workdir=workdir)
+            container = container_activation(environment=environment, user=user, workdir=workdir,
+                                              digest=pin.image_digest if pin else "")
         except InvalidInput as error:
             raise InvalidInput({"parameters": error.fields}) from None
         return {"name": environment.name, "kind": environment.kind, "runtime": container["runtime"],
                 "image": container["image"], "run": ShellWords(container["run"])}
+    # A re-run whose lock is not the environment's current one: the job rebuilds it from the lock.
+    lock = pin.environment_lock if pin and pin.environment_lock_sha256 else ""
     return {"name": environment.name, "kind": environment.kind, "path": environment.path,
-            "modules": list(environment.modules)}
+            "modules": list(environment.modules), "lock": lock,
+            "lock_sha256": pin.environment_lock_sha256 if lock and pin else ""}
 
 
 def _partition_pick(name: str, policy: Policy) -> tuple[PartitionLimits | None, str]:

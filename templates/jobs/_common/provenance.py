@@ -84,7 +84,9 @@ def code(path: Path) -> dict | None:
         return None
     top = Path(top_text.decode().strip())
     diff = git(top, "diff", "HEAD") or b""
-    return {"path": str(top), "commit": (git(top, "rev-parse", "HEAD") or b"").decode().strip(),
+    shown = {"path": RERUN["trees"][str(top)], "worktree": str(top)} if str(top) in RERUN["trees"] else {
+        "path": str(top)}
+    return {**shown, "commit": (git(top, "rev-parse", "HEAD") or b"").decode().strip(),
             "remote": (git(top, "remote", "get-url", "origin") or b"").decode().strip(),
             "diff": diff[:DIFF_BYTES].decode(errors="replace"), "diff_bytes": len(diff),
             "diff_truncated": len(diff) > DIFF_BYTES}
@@ -127,10 +129,14 @@ def gpus() -> dict:
 
 
 home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+# A re-run: the files it uses instead of its path parameters' (copies in its scratch work trees), and
+# those trees' originals, by which they are recorded.
+RERUN = json.loads(os.environ.get("GPUPORTAL_RERUN") or '{"paths": {}, "trees": {}}')
 record: dict = {"version": 1, "code": [], "inputs": [], "gpu": gpus()}
 seen = set()
 for given in sys.argv[2:]:
-    path = home / given  # an absolute `given` stays itself
+    copy = RERUN["paths"].get(given)
+    path = Path(copy) if copy and Path(copy).exists() else home / given  # an absolute `given` stays itself
     try:
         if path.is_dir():
             record["inputs"].append(folder(path, given))
@@ -145,6 +151,9 @@ for given in sys.argv[2:]:
         record["inputs"].append({"path": given, "kind": "unreadable", "error": error.strerror})
         continue
     found = code(path)
+    if found and path.is_file():  # a file the commit has is code (a re-run checks it out), else data
+        tracked = git(path.parent, "ls-files", "--error-unmatch", path.name)
+        record["inputs"][-1]["tracked"] = tracked is not None
     if found and found["path"] not in seen:
         seen.add(found["path"])
         record["code"].append(found)
