@@ -8,7 +8,8 @@ database of the bench's own. In the same run, alternating, N rounds each:
   upload   tus as alice over HTTP on loopback: POST /api/v1/files/uploads/, then PATCHes of --chunk MiB
            read from SRC, until the file is in place
 Throughput is the file's size over the wall time. The gunicorn workers' RSS is sampled during the
-uploads (it must stay flat: nothing holds a chunk whole). Then a folder of 10,000 files:
+uploads (it must stay flat: nothing holds a chunk whole), and again while a folder holding a copy of
+SRC downloads as a zip (GET /api/v1/files/zip/, read as it streams). Then a folder of 10,000 files:
 `GET /api/v1/files/?root=home&path=bench-files/many` --lists times, p50 and p99.
   python bench/files.py [--size-mib 1024] [--rounds 3] [--chunk 64] [--lists 200]
 """
@@ -121,6 +122,42 @@ class Portal:
         self.process.wait(timeout=30)
 
 
+class RssSampler:
+    """The gunicorn workers' RSS every 0.2 s while in its `with` block."""
+
+    def __init__(self, parent: int) -> None:
+        self.pids, self.samples, self.done = workers(parent), [], threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def sample(self) -> None:
+        while not self.done.is_set():
+            self.samples.append(rss_mib(self.pids))
+            time.sleep(0.2)
+
+    def __enter__(self) -> "RssSampler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def zip_download(url: str, token: str) -> int:
+    """GET the folder bench-files/zip as a zip, read 1 MiB at a time; returns its size in bytes."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+    connection.request("GET", "/api/v1/files/zip/?root=home&path=bench-files/zip",
+                       headers={"Authorization": f"Token {token}"})
+    answer = connection.getresponse()
+    assert answer.status == 200, answer.status
+    total = 0
+    while block := answer.read(1024 * 1024):
+        total += len(block)
+    connection.close()
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,26 +193,24 @@ def main() -> None:
             results["cp"].append(size / (copied - started))
             results["cp+sync"].append(size / (time.monotonic() - started))
 
-            pids = workers(portal.process.pid)
-            done = threading.Event()
-
-            def sample(pids: list[int] = pids, done: threading.Event = done) -> None:
-                while not done.is_set():
-                    rss.append(rss_mib(pids))
-                    time.sleep(0.2)
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            started = time.monotonic()
-            try:
+            with RssSampler(portal.process.pid) as sampler:
+                started = time.monotonic()
                 upload(portal.url, token, source, f"up-{round_}.bin", args.chunk * 1024 * 1024)
-            finally:
-                done.set()
-            results["upload"].append(size / (time.monotonic() - started))
-            sampler.join()
+                results["upload"].append(size / (time.monotonic() - started))
+            rss += sampler.samples
             assert (FOLDER / f"up-{round_}.bin").stat().st_size == size
             for name in (f"cp-{round_}.bin", f"up-{round_}.bin"):
                 (FOLDER / name).unlink()
+
+        as_alice("mkdir", str(FOLDER / "zip"))
+        as_alice("cp", str(source), str(FOLDER / "zip" / "data.bin"))
+        with RssSampler(portal.process.pid) as sampler:
+            started = time.monotonic()
+            zip_size = zip_download(portal.url, token)
+            zip_rate = zip_size / (time.monotonic() - started)
+        zipped = sampler.samples
+        assert zip_size > size
+        (FOLDER / "zip" / "data.bin").unlink()
 
         many = FOLDER / "many"
         many.mkdir()
@@ -206,6 +241,8 @@ def main() -> None:
     print(f"  upload / cp:      {upload_rate / statistics.median(results['cp']):.2f}x")
     print(f"  upload / cp+sync: {upload_rate / statistics.median(results['cp+sync']):.2f}x")
     print(f"  gunicorn workers' RSS during uploads: min {min(rss):.0f} MiB, max {max(rss):.0f} MiB")
+    print(f"zip download of a folder holding the file: {zip_rate / mib:.1f} MiB/s; workers' RSS during it: "
+          f"min {min(zipped):.0f} MiB, max {max(zipped):.0f} MiB")
     print(f"listing 10,000 entries, {args.lists} requests: p50 {percentile(times, 50):.0f} ms, "
           f"p99 {percentile(times, 99):.0f} ms, max {max(times):.0f} ms")
 

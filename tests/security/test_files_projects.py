@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from rest_framework.test import APIClient
 
 from portal.accounts.models import User
 from portal.projects.models import Project
@@ -59,6 +60,13 @@ def test_a_member_works_in_the_projects_folder_and_the_group_keeps_it(bob, proje
     assert preview.json()["text"] == "for the team\n"
     usage = bob.get("/api/v1/files/usage/", {"root": root})
     assert usage.status_code == 200 and usage.json()["total"] > 0
+    # The page offers it to him, and shows it.
+    browser = APIClient()
+    browser.force_login(User.objects.get(username="bob"))
+    page = browser.get("/files/", {"root": root, "path": "shared"})
+    assert page.status_code == 200
+    assert f'id="root-{root}" aria-current="page"' in page.content.decode()
+    assert 'data-name="notes.txt"' in page.content.decode()
 
 
 def upload_to(client, root: str, folder: str, filename: str, content: bytes) -> None:
