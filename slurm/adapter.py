@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slurm import parsing
 from slurm.errors import SlurmRejected, SlurmTimedOut
@@ -42,31 +42,49 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Slurm:
     runner: SlurmRunner
+    # The cluster every command names (`-M`, sacctmgr's `cluster=`), where the portal fronts several
+    # (slurm/clusters.py); None on a one-cluster site: the client's own cluster, as before #38.
+    cluster: str | None = None
 
     @classmethod
-    def from_settings(cls) -> "Slurm":
-        """The adapter SLURM_ADAPTER names: "sudo" (Slurm's commands) or "slurmrestd" (slurm/rest.py)."""
+    def from_settings(cls, cluster: str | None = None) -> "Slurm":
+        """The adapter of `cluster` (None: the default one), as its file in CLUSTERS_DIR says, or as
+        SLURM_ADAPTER says without one: "sudo" (Slurm's commands) or "slurmrestd" (slurm/rest.py)."""
         # Django here, not at import: the hub's spawner uses this adapter without Django.
         from django.conf import settings
-        from django.core.exceptions import ImproperlyConfigured
 
+        from slurm.clusters import clusters_from_settings
+
+        clusters = clusters_from_settings()
+        chosen = clusters.get(cluster)
         runner = SlurmRunner(
             bin_dir=Path(settings.SLURM_BIN_DIR),
             exec_prefix=tuple(settings.SLURM_EXEC_PREFIX),
             timeout=settings.SLURM_TIMEOUT_SECONDS,
         )
-        if settings.SLURM_ADAPTER == "slurmrestd":
+        named = chosen.name if clusters.several else None
+        if chosen.adapter == "slurmrestd":
             from slurm.rest import rest_from_settings  # here: slurm.rest builds on this module
 
-            return rest_from_settings(runner)
-        if settings.SLURM_ADAPTER != "sudo":
-            raise ImproperlyConfigured(f"SLURM_ADAPTER: sudo or slurmrestd, not {settings.SLURM_ADAPTER!r}")
-        return cls(runner)
+            return rest_from_settings(runner, chosen, named)
+        return cls(runner, named)
+
+    def _run(self, command: str, args: Sequence[str], **options: Any) -> str:
+        """`command` on this adapter's cluster: `-M <name>` first where the portal fronts several."""
+        return self.runner.run(command, [*self._clusters(), *args], **options)
+
+    def _clusters(self) -> list[str]:
+        return [] if self.cluster is None else ["-M", self.cluster]
+
+    def _on_cluster(self) -> list[str]:
+        """sacctmgr's condition for this adapter's cluster: without one, sacctmgr acts on every
+        cluster where the account has an association."""
+        return [] if self.cluster is None else [f"cluster={self.cluster}"]
 
     def nodes(self) -> parsing.Parsed[parsing.NodeInPartition]:
         """Every node in every partition, with GPU totals and use (one `sinfo`)."""
         delimiter = parsing.new_delimiter()
-        output = self.runner.run("sinfo", ["--noheader", "--Node", "-O", parsing.sinfo_format(delimiter)])
+        output = self._run("sinfo", ["--noheader", "--Node", "-O", parsing.sinfo_format(delimiter)])
         return parsing.parse_sinfo(output, delimiter)
 
     def queue(self, *, finished: bool = False) -> parsing.Parsed[parsing.QueuedJob]:
@@ -77,26 +95,26 @@ class Slurm:
         it, so a retried submission never runs twice."""
         delimiter = parsing.new_delimiter()
         states = ["--states=all"] if finished else []
-        output = self.runner.run("squeue", ["--noheader", "--all", *states, "-o",
+        output = self._run("squeue", ["--noheader", "--all", *states, "-o",
                                             parsing.squeue_format(delimiter)])
         return parsing.parse_squeue(output, delimiter)
 
     def pending_starts(self) -> parsing.Parsed[parsing.PendingStart]:
         """Every pending job, all users, with the scheduler's estimated start (one `squeue --start`)."""
         delimiter = parsing.new_delimiter()
-        output = self.runner.run("squeue", ["--noheader", "--all", "--start", "-o",
+        output = self._run("squeue", ["--noheader", "--all", "--start", "-o",
                                             parsing.squeue_start_format(delimiter)])
         return parsing.parse_squeue_start(output, delimiter)
 
     def priorities(self) -> parsing.Parsed[parsing.PriorityFactors]:
         """Each pending job's priority and weighted factors, per partition, all users (one `sprio`)."""
         delimiter = parsing.new_delimiter()
-        output = self.runner.run("sprio", ["--noheader", "-o", parsing.sprio_format(delimiter)])
+        output = self._run("sprio", ["--noheader", "-o", parsing.sprio_format(delimiter)])
         return parsing.parse_sprio(output, delimiter)
 
     def fair_shares(self) -> parsing.Parsed[parsing.FairShare]:
         """Every association's fair share, all users (one `sshare`)."""
-        output = self.runner.run("sshare", ["--all", "--noheader", "--parsable2",
+        output = self._run("sshare", ["--all", "--noheader", "--parsable2",
                                             "--format", ",".join(parsing.SSHARE_FIELDS)])
         return parsing.parse_sshare(output)
 
@@ -116,7 +134,7 @@ class Slurm:
         args = ["--parsable", f"--comment={comment}"]
         if secrets:
             args.append(f"--export={','.join([*secrets, *(environment or {})])}")
-        output = self.runner.run("sbatch", args, as_user=user, stdin=script,
+        output = self._run("sbatch", args, as_user=user, stdin=script,
                                  secrets={**(environment or {}), **(secrets or {})} or None)
         return submitted_job_id(output.strip(), source="sbatch")
 
@@ -129,7 +147,7 @@ class Slurm:
             yield functools.partial(self.submit, user=user)
             return
         helper = dataclasses.replace(self.runner, bin_dir=SBATCH_BATCH.parent)
-        with helper.conversation(SBATCH_BATCH.name, [], as_user=user) as talk:
+        with helper.conversation(SBATCH_BATCH.name, self._clusters(), as_user=user) as talk:
             def submit(*, script: str, comment: str, environment: Mapping[str, str] | None = None) -> str:
                 line = talk.ask(json.dumps({"comment": comment, "environment": dict(environment or {}),
                                             "script": script}))
@@ -146,14 +164,14 @@ class Slurm:
             yield submit
 
     def cancel(self, *, job_id: str, user: str) -> None:
-        self.runner.run("scancel", [job_id], as_user=user)
+        self._run("scancel", [job_id], as_user=user)
 
     def cancel_as_operator(self, *, job_id: str) -> None:
         """`scancel` as the portal's own account, a Slurm Operator (see time_limit_set): for the work
         of a user who left the portal's group, as whom sudo may no longer act."""
         if not is_job_id(job_id):
             raise ValueError(f"not a Slurm job id: {job_id!r}")
-        self.runner.run("scancel", [job_id])
+        self._run("scancel", [job_id])
 
     def time_limit_set(self, *, job_id: str, minutes: int) -> None:
         """`scontrol update JobId=N TimeLimit=M` as the portal's own account, not as the job's
@@ -163,7 +181,7 @@ class Slurm:
             raise ValueError(f"not a Slurm job id: {job_id!r}")
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
             raise ValueError(f"not a time limit in minutes: {minutes!r}")
-        self.runner.run("scontrol", ["update", f"JobId={job_id}", f"TimeLimit={minutes}"])
+        self._run("scontrol", ["update", f"JobId={job_id}", f"TimeLimit={minutes}"])
 
     def accounting(self, *, job_ids: Sequence[str] = (), since: datetime | None = None,
                    users: Sequence[str] = ()) -> parsing.Parsed[parsing.AccountedJob]:
@@ -180,8 +198,8 @@ class Slurm:
             args += ["--user", ",".join(users)] if users else ["--allusers"]
         else:
             return accounting_by_id(job_ids, lambda chunk: parsing.parse_sacct(
-                self.runner.run("sacct", [*args, "--jobs", ",".join(chunk)]), delimiter))
-        return parsing.parse_sacct(self.runner.run("sacct", args), delimiter)
+                self._run("sacct", [*args, "--jobs", ",".join(chunk)]), delimiter))
+        return parsing.parse_sacct(self._run("sacct", args), delimiter)
 
     def gpu_usage(self, job_ids: Sequence[str]) -> parsing.Parsed[parsing.StepGpuUsage]:
         """Slurm's own GPU figures (gres/gpuutil, gres/gpumem) of every step of the given jobs (one
@@ -191,7 +209,7 @@ class Slurm:
         delimiter = parsing.new_delimiter()
         args = ["--noheader", "--parsable", f"--delimiter={delimiter}", "--jobs", ",".join(job_ids),
                 "--format", ",".join(parsing.GPU_USAGE_FIELDS)]
-        return parsing.parse_sacct_gpu_usage(self.runner.run("sacct", args), delimiter)
+        return parsing.parse_sacct_gpu_usage(self._run("sacct", args), delimiter)
 
     def efficiency(self, job_ids: Sequence[str]) -> parsing.Parsed[parsing.JobEfficiency]:
         """seff's figures of the given ended jobs: one `sacct` per ACCOUNTING_CHUNK jobs, with the
@@ -200,13 +218,13 @@ class Slurm:
         args = ["--noheader", "--parsable", f"--delimiter={delimiter}",
                 "--format", ",".join(parsing.EFFICIENCY_FIELDS)]
         return accounting_by_id(job_ids, lambda chunk: parsing.parse_sacct_efficiency(
-            self.runner.run("sacct", [*args, "--jobs", ",".join(chunk)]), delimiter))
+            self._run("sacct", [*args, "--jobs", ",".join(chunk)]), delimiter))
 
     # --- Projects: Slurm accounts with a GPU-minutes budget (GrpTRESMins), as the Slurm Operator ---
 
     def gpu_budgets(self, *, accounts: Sequence[str]) -> parsing.Parsed[parsing.GpuBudget]:
         """Each account's gres/gpu limit and usage (one `sshare` for all of them)."""
-        output = self.runner.run("sshare", ["--noheader", "--parsable2", "--accounts",
+        output = self._run("sshare", ["--noheader", "--parsable2", "--accounts",
                                             ",".join(_accounts(accounts)),
                                             "--format", ",".join(parsing.BUDGET_FIELDS)])
         return parsing.parse_budgets(output)
@@ -215,7 +233,7 @@ class Slurm:
         """The users of each existing account (one `sacctmgr list assoc`); absent: no such account."""
         output = self.runner.run("sacctmgr", ["--noheader", "--parsable2", "list", "assoc",
                                               f"account={','.join(_accounts(accounts))}",
-                                              "format=Account,User"])
+                                              *self._on_cluster(), "format=Account,User"])
         members: dict[str, set[str]] = {}
         for line in output.splitlines():
             account, _, user = line.strip().partition("|")
@@ -230,23 +248,25 @@ class Slurm:
         which lets it add accounts below it and nowhere else."""
         child, parent = _accounts([account, parent])
         self.runner.run("sacctmgr", ["--immediate", "add", "account", child, f"Parent={parent}",
-                                     f"Description={description}", f"Organization={child}"])
+                                     f"Description={description}", f"Organization={child}",
+                                     *self._on_cluster()])
 
     def account_users_add(self, *, account: str, users: Sequence[str]) -> None:
         if users:
             self.runner.run("sacctmgr", ["--immediate", "add", "user", ",".join(_users(users)),
-                                         f"account={_accounts([account])[0]}"])
+                                         f"account={_accounts([account])[0]}", *self._on_cluster()])
 
     def account_users_remove(self, *, account: str, users: Sequence[str]) -> None:
         if users:
             self.runner.run("sacctmgr", ["--immediate", "delete", "user", ",".join(_users(users)),
-                                         f"account={_accounts([account])[0]}"])
+                                         f"account={_accounts([account])[0]}", *self._on_cluster()])
 
     def account_budget_set(self, *, account: str, minutes: int | None) -> None:
         """`GrpTRESMins=gres/gpu=N` on the account's association; None lifts the limit (-1)."""
         if minutes is not None and (isinstance(minutes, bool) or not 0 <= minutes <= MAX_MINUTES):
             raise ValueError(f"not a budget in minutes: {minutes!r}")
-        self.runner.run("sacctmgr", ["--immediate", "modify", "account", _accounts([account])[0], "set",
+        self.runner.run("sacctmgr", ["--immediate", "modify", "account", _accounts([account])[0],
+                                     *self._on_cluster(), "set",
                                      f"GrpTRESMins=gres/gpu={-1 if minutes is None else minutes}"])
 
 

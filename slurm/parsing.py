@@ -429,13 +429,22 @@ def _fraction(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# What sshare prints above each cluster's rows with `-M`, --noheader or not (Slurm 22.05; squeue,
+# sinfo, sacct and sprio print none with --noheader). Account names hold neither ':' nor ' '.
+_CLUSTER_HEADING = re.compile(r"CLUSTER: [a-z][a-z0-9_-]*")
+
+
+def _is_row(line: str) -> bool:
+    return bool(line.strip()) and not _CLUSTER_HEADING.fullmatch(line.strip())
+
+
 def parse_sshare(output: str) -> Parsed[FairShare]:
     """Rows of `sshare --parsable2` ('|' between fields, none at the end). Account and user names
     cannot hold '|' (sacctmgr refuses it), and nothing here is a job's free text."""
     rows: list[FairShare] = []
     malformed = 0
     for line in output.splitlines():
-        if not line.strip():
+        if not _is_row(line):
             continue
         values = [value.strip() for value in line.split("|")]  # accounts are indented by depth
         try:
@@ -483,7 +492,7 @@ def parse_budgets(output: str) -> Parsed[GpuBudget]:
     rows: list[GpuBudget] = []
     malformed = 0
     for line in output.splitlines():
-        if not line.strip():
+        if not _is_row(line):
             continue
         values = [value.strip() for value in line.split("|")]
         try:

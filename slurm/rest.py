@@ -31,6 +31,7 @@ import urllib3
 
 from slurm import parsing, states
 from slurm.adapter import MAX_MINUTES, Slurm, Submit, accounting_by_id, is_job_id, submitted_job_id
+from slurm.clusters import Cluster
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable, slurm_failure
 from slurm.runner import SlurmRunner
 from slurm.tokens import TokenCache
@@ -554,12 +555,14 @@ def _shared(pid: int, url: str, command: tuple[str, ...], lifespan: int, renew_b
     return TokenCache(command=command, lifespan=lifespan, renew_before=renew_before, timeout=timeout), session
 
 
-def rest_from_settings(runner: SlurmRunner) -> SlurmRest:
+def rest_from_settings(runner: SlurmRunner, cluster: Cluster, named: str | None) -> SlurmRest:
+    """`cluster`'s own slurmrestd; `named`: the cluster its command-path reads name (`-M`), None on a
+    one-cluster site."""
     from django.conf import settings  # here: slurm/ imports no Django at import (the hub)
 
-    url = settings.SLURM_REST_URL.rstrip("/")
-    tokens, session = _shared(os.getpid(), url, tuple(settings.SLURM_TOKEN_COMMAND),
+    tokens, session = _shared(os.getpid(), cluster.rest_url,
+                              cluster.token_command or tuple(settings.SLURM_TOKEN_COMMAND),
                               settings.SLURM_TOKEN_LIFESPAN_SECONDS, settings.SLURM_TOKEN_RENEW_SECONDS,
                               settings.SLURM_TIMEOUT_SECONDS)
-    return SlurmRest(runner=runner, url=url, tokens=tokens, operator=settings.SLURM_OPERATOR_ACCOUNT,
-                     session=session)
+    return SlurmRest(runner=runner, cluster=named, url=cluster.rest_url, tokens=tokens,
+                     operator=settings.SLURM_OPERATOR_ACCOUNT, session=session)

@@ -196,6 +196,9 @@ SLURM_TOKEN_COMMAND = env.list("SLURM_TOKEN_COMMAND",
                                default=["/usr/bin/sudo", "-n", "/usr/local/libexec/gpuportal/slurm-token"])
 SLURM_TOKEN_LIFESPAN_SECONDS = env.int("SLURM_TOKEN_LIFESPAN_SECONDS", default=600)  # at most 900
 SLURM_TOKEN_RENEW_SECONDS = env.int("SLURM_TOKEN_RENEW_SECONDS", default=120)
+# One TOML file per Slurm cluster the portal fronts (#38, slurm/clusters.py, docs/admin/adding-a-cluster.md),
+# root's and writable by root alone; read once per process. No file: one cluster, the SLURM_* settings'.
+CLUSTERS_DIR = env("CLUSTERS_DIR", default="/etc/gpuportal/clusters.d")
 # The portal's own account (a Slurm Operator): slurmrestd reads and time limits go out as it.
 SLURM_OPERATOR_ACCOUNT = env("SLURM_OPERATOR_ACCOUNT", default="gpuportal")
 # The Slurm account the projects' accounts are made under (portal.projects). An administrator creates

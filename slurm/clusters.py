@@ -1,0 +1,165 @@
+"""The Slurm clusters the portal fronts (#38): one TOML file per cluster in a folder the administrator
+owns (CLUSTERS_DIR, docs/admin/adding-a-cluster.md), read once per process and validated as a whole.
+Without any file, one default cluster made of the SLURM_* settings: a one-cluster site changes
+nothing. Django is imported only where the settings are read: the hub's spawner imports slurm/."""
+
+import functools
+import os
+import re
+import stat
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+# Slurm's ClusterName as slurmdbd keeps it (lower case) and as `-M`/`cluster=` take it unquoted.
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+ADAPTERS = ("sudo", "slurmrestd")
+_KEYS = {"name", "title", "default", "adapter", "rest_url", "token_command"}
+_REST_ONLY = ("rest_url", "token_command")
+
+
+class ClustersError(ValueError):
+    """A cluster file the portal cannot use; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str  # Slurm's ClusterName (`-M name`, `cluster=name`)
+    title: str
+    default: bool
+    adapter: Literal["sudo", "slurmrestd"]
+    rest_url: str = ""  # slurmrestd's address (adapter "slurmrestd")
+    token_command: tuple[str, ...] = ()  # slurmrestd's tokens; empty: SLURM_TOKEN_COMMAND
+    source: Path | None = None  # its file; None: made of the SLURM_* settings
+
+
+@dataclass(frozen=True)
+class Clusters:
+    all: tuple[Cluster, ...]
+
+    @property
+    def default(self) -> Cluster:
+        return next(cluster for cluster in self.all if cluster.default)
+
+    @property
+    def several(self) -> bool:
+        """Whether commands must name their cluster (`-M`): never on a one-cluster site."""
+        return len(self.all) > 1
+
+    def get(self, name: str | None) -> Cluster:
+        """The cluster called `name`; None: the default one."""
+        if name is None:
+            return self.default
+        for cluster in self.all:
+            if cluster.name == name:
+                return cluster
+        raise ValueError(f"no cluster {name!r} is configured")
+
+
+def clusters_load(directory: Path, fallback: Callable[[], Cluster]) -> Clusters:
+    """Every `*.toml` in `directory`, validated together; none (or no folder): `fallback()` alone."""
+    found = _files(str(directory))
+    return Clusters(all=found) if found else Clusters(all=(fallback(),))
+
+
+@functools.cache
+def _files(directory: str) -> tuple[Cluster, ...]:
+    """The folder's clusters, read once per process: a change takes a restart, as the settings do."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        return ()
+    _not_writable_by_us(folder)
+    paths = sorted(folder.glob("*.toml"))
+    clusters = [cluster_read(path) for path in paths]
+    names: dict[str, Path] = {}
+    for cluster in clusters:
+        if cluster.name in names:
+            raise ClustersError(f"{cluster.source}: name: {cluster.name!r} is the name in "
+                                f"{names[cluster.name]} too")
+        names[cluster.name] = cluster.source  # type: ignore[assignment]
+    if len(clusters) <= 1:
+        return tuple(_with_default(cluster) for cluster in clusters)
+    defaults = [cluster for cluster in clusters if cluster.default]
+    if len(defaults) != 1:
+        which = ", ".join(str(cluster.source) for cluster in defaults) or "none of them"
+        raise ClustersError(f"{folder}: default: exactly one of {len(clusters)} cluster files must say "
+                            f"default = true ({which} do)")
+    return tuple(clusters)
+
+
+def cluster_read(path: Path) -> Cluster:
+    """One cluster file, every field checked; ClustersError names the file and the field."""
+    _not_writable_by_us(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ClustersError(f"{path}: not a readable TOML file: {error}") from error
+    if unknown := sorted(set(data) - _KEYS):
+        raise ClustersError(f"{path}: {unknown[0]}: unknown field (known: {', '.join(sorted(_KEYS))})")
+
+    def text(field: str, *, required: bool = True) -> str:
+        value = data.get(field, "")
+        if not isinstance(value, str) or (required and not value.strip()):
+            raise ClustersError(f"{path}: {field}: {'required, ' if required else ''}a string")
+        return value.strip()
+
+    name = text("name")
+    if not _NAME.fullmatch(name):
+        raise ClustersError(f"{path}: name: {name!r} is not a Slurm ClusterName (lower-case letters, digits, "
+                            "'-' and '_', starting with a letter, at most 40)")
+    default = data.get("default", False)
+    if not isinstance(default, bool):
+        raise ClustersError(f"{path}: default: true or false")
+    adapter = data.get("adapter", "sudo")
+    if adapter not in ADAPTERS:
+        raise ClustersError(f"{path}: adapter: {' or '.join(ADAPTERS)}, not {adapter!r}")
+    rest_url, command = text("rest_url", required=adapter == "slurmrestd"), data.get("token_command", [])
+    if adapter != "slurmrestd" and (given := [field for field in _REST_ONLY if field in data]):
+        raise ClustersError(f"{path}: {given[0]}: only with adapter = \"slurmrestd\"")
+    if rest_url and not re.fullmatch(r"https?://[^/\s]+/?", rest_url):
+        raise ClustersError(f"{path}: rest_url: an http:// or https:// address, not {rest_url!r}")
+    if not isinstance(command, list) or not all(isinstance(part, str) and part for part in command):
+        raise ClustersError(f"{path}: token_command: a list of strings (the program and its arguments)")
+    return Cluster(name=name, title=text("title"), default=default, adapter=adapter,
+                   rest_url=rest_url.rstrip("/"), token_command=tuple(command), source=path)
+
+
+def _with_default(cluster: Cluster) -> Cluster:
+    """A site's only cluster is its default, whatever its file says."""
+    return Cluster(**{**cluster.__dict__, "default": True})
+
+
+def _not_writable_by_us(path: Path) -> None:
+    """Least privilege: the portal's own account must not be able to change which clusters it
+    reaches, nor how (rest_url, token_command): the folder and its files belong to root (or another
+    account) and are writable by their owner alone."""
+    try:
+        info = path.stat()
+    except OSError as error:
+        raise ClustersError(f"{path}: cannot be read: {error}") from error
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ClustersError(f"{path}: writable by its group or by anybody "
+                            f"(mode {stat.S_IMODE(info.st_mode):o}): make it writable by its owner alone")
+    if info.st_uid == os.geteuid() != 0:
+        raise ClustersError(f"{path}: owned by the portal's own account: make root its owner")
+
+
+def clusters_from_settings() -> Clusters:
+    """CLUSTERS_DIR's clusters, or the one the SLURM_* settings describe; ImproperlyConfigured names
+    the file and the field of a bad one."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    def from_settings() -> Cluster:
+        if settings.SLURM_ADAPTER not in ADAPTERS:
+            raise ImproperlyConfigured(f"SLURM_ADAPTER: sudo or slurmrestd, not {settings.SLURM_ADAPTER!r}")
+        return Cluster(name="default", title="Cluster", default=True, adapter=settings.SLURM_ADAPTER,
+                       rest_url=settings.SLURM_REST_URL.rstrip("/"))
+
+    try:
+        return clusters_load(Path(settings.CLUSTERS_DIR), from_settings)
+    except ClustersError as error:
+        raise ImproperlyConfigured(f"CLUSTERS_DIR: {error}") from error
+
