@@ -3,6 +3,7 @@ owns (CLUSTERS_DIR, docs/admin/adding-a-cluster.md), read once per process and v
 Without any file, one default cluster made of the SLURM_* settings: a one-cluster site changes
 nothing. Django is imported only where the settings are read: the hub's spawner imports slurm/."""
 
+import dataclasses
 import functools
 import os
 import re
@@ -68,17 +69,23 @@ def clusters_load(directory: Path, fallback: Callable[[], Cluster]) -> Clusters:
 def _files(directory: str) -> tuple[Cluster, ...]:
     """The folder's clusters, read once per process: a change takes a restart, as the settings do."""
     folder = Path(directory)
-    if not folder.is_dir():
+    if not folder.exists():
         return ()
+    if not folder.is_dir():
+        raise ClustersError(f"{folder}: not a folder")
     _not_writable_by_us(folder)
-    paths = sorted(folder.glob("*.toml"))
+    try:  # a folder the portal cannot list is an error, never "no clusters"
+        paths = sorted(path for path in folder.iterdir()
+                       if path.suffix == ".toml" and not path.name.startswith("."))
+    except OSError as error:
+        raise ClustersError(f"{folder}: cannot be read: {error}") from error
     clusters = [cluster_read(path) for path in paths]
-    names: dict[str, Path] = {}
+    names: dict[str, Path | None] = {}
     for cluster in clusters:
         if cluster.name in names:
             raise ClustersError(f"{cluster.source}: name: {cluster.name!r} is the name in "
                                 f"{names[cluster.name]} too")
-        names[cluster.name] = cluster.source  # type: ignore[assignment]
+        names[cluster.name] = cluster.source
     if len(clusters) <= 1:
         return tuple(_with_default(cluster) for cluster in clusters)
     defaults = [cluster for cluster in clusters if cluster.default]
@@ -128,7 +135,7 @@ def cluster_read(path: Path) -> Cluster:
 
 def _with_default(cluster: Cluster) -> Cluster:
     """A site's only cluster is its default, whatever its file says."""
-    return Cluster(**{**cluster.__dict__, "default": True})
+    return dataclasses.replace(cluster, default=True)
 
 
 def _not_writable_by_us(path: Path) -> None:

@@ -77,6 +77,19 @@ def test_a_folder_the_portal_could_change_is_refused(tmp_path, monkeypatch):
         clusters_load(directory, fallback)
 
 
+def test_a_file_in_place_of_the_folder_or_one_the_portal_cannot_list_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "clusters.d").write_text("")
+    with pytest.raises(ClustersError, match=r"clusters\.d: not a folder"):
+        clusters_load(tmp_path / "clusters.d", fallback)
+    directory = folder(tmp_path / "unlisted", a=DEFAULT)
+    def refused(path: Path) -> Iterator[Path]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", refused)
+    with pytest.raises(ClustersError, match=r"clusters\.d: cannot be read: .*Permission denied"):
+        clusters_load(directory, fallback)
+
+
 def test_no_folder_or_an_empty_one_is_one_cluster_of_the_settings(tmp_path, settings):
     settings.CLUSTERS_DIR = str(tmp_path / "absent")
     settings.SLURM_ADAPTER, settings.SLURM_REST_URL = "slurmrestd", "http://rest.example:6820/"
