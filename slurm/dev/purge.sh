@@ -51,4 +51,9 @@ done
 for group in "$PORTAL_UNIX_GROUP" "$UNIX_GROUP" "$SLURMRESTD_USER" ${ACCOUNTS:-}; do
   if getent group "$group" >/dev/null; then groupdel "$group"; fi
 done
+# The demo projects' groups and shared folders (ldap.sh unix_project_groups_up).
+for group in "${LDAP_PROJECT_GROUPS[@]}"; do
+  if [[ -n $PROJECTS_DIR ]]; then rm -rf "${PROJECTS_DIR:?}/$group"; fi
+  if getent group "$group" >/dev/null; then groupdel "$group"; fi
+done
 log "test bed purged (kept under $STATE: ${KEEP:-nothing})"

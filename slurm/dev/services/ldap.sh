@@ -18,6 +18,10 @@ LDAP_GROUPS=(portal-users portal-admins)
 # The demo projects' groups (portal.projects; scripts/up.sh maps them to Slurm accounts with budgets).
 # Added to a directory seeded before they existed too (ldap_up).
 LDAP_PROJECT_GROUPS=(vision nlp)
+# Their Unix side (gids from here on) and shared folders, the Files roots project:<name> (#37), in the
+# folder scripts/install.sh names in /etc/gpuportal/user-files.conf (the same default).
+PROJECT_UNIX_GID=10200
+PROJECTS_DIR=${GPUPORTAL_PROJECTS_DIR-/srv/projects}
 
 ldap_admin() { "$@" -x -H "$LDAP_URI" -D "$LDAP_ROOTDN" -w "$LDAP_ROOTPW"; }
 ldap_ping() { ldapsearch -x -H "$LDAP_URI" -b '' -s base namingContexts >/dev/null; }
@@ -139,4 +143,25 @@ unix_users_up() {
     log "Unix group $PORTAL_UNIX_GROUP: ${members[*]}"
     gpasswd -M "$(IFS=,; echo "${members[*]}")" "$PORTAL_UNIX_GROUP" >/dev/null
   fi
+  unix_project_groups_up
+}
+
+# Each demo project: a Unix group of its LDAP group's demo members (bob), and its shared folder,
+# root's and the group's, setgid, for members only.
+unix_project_groups_up() {
+  local g line uid groups members gid=$PROJECT_UNIX_GID
+  for g in "${LDAP_PROJECT_GROUPS[@]}"; do
+    members=()
+    for line in "${DEMO_USERS[@]}"; do
+      read -r uid _ _ _ _ groups <<<"$line"
+      if [[ ,$groups, == *,$g,* ]]; then members+=("$uid"); fi
+    done
+    getent group "$g" >/dev/null || groupadd -g "$gid" "$g"
+    gid=$((gid + 1))
+    if [[ $(getent group "$g" | cut -d: -f4) != "$(IFS=,; echo "${members[*]}")" ]]; then
+      log "Unix group $g: ${members[*]}"
+      gpasswd -M "$(IFS=,; echo "${members[*]}")" "$g" >/dev/null
+    fi
+    if [[ -n $PROJECTS_DIR ]]; then install -d -o root -g "$g" -m 2770 "$PROJECTS_DIR/$g"; fi
+  done
 }
