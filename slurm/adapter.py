@@ -44,6 +44,8 @@ class Slurm:
     runner: SlurmRunner
     # The cluster every command names (`-M`, sacctmgr's `cluster=`), where the portal fronts several
     # (slurm/clusters.py); None on a one-cluster site: the client's own cluster, as before #38.
+    # With the cluster's own slurm.conf (runner.slurm_conf), only sacctmgr (which acts on every cluster
+    # otherwise, whatever slurm.conf says) and the commands run as a user name it.
     cluster: str | None = None
 
     @classmethod
@@ -61,6 +63,7 @@ class Slurm:
             bin_dir=Path(settings.SLURM_BIN_DIR),
             exec_prefix=tuple(settings.SLURM_EXEC_PREFIX),
             timeout=settings.SLURM_TIMEOUT_SECONDS,
+            slurm_conf=chosen.slurm_conf,
         )
         named = chosen.name if clusters.several else None
         if chosen.adapter == "slurmrestd":
@@ -69,12 +72,17 @@ class Slurm:
             return rest_from_settings(runner, chosen, named)
         return cls(runner, named)
 
-    def _run(self, command: str, args: Sequence[str], **options: Any) -> str:
+    def _run(self, command: str, args: Sequence[str], *, as_user: str | None = None, **options: Any) -> str:
         """`command` on this adapter's cluster: `-M <name>` first where the portal fronts several."""
-        return self.runner.run(command, [*self._clusters(), *args], **options)
+        return self.runner.run(command, [*self._clusters(as_user), *args], as_user=as_user, **options)
 
-    def _clusters(self) -> list[str]:
-        return [] if self.cluster is None else ["-M", self.cluster]
+    def _clusters(self, as_user: str | None) -> list[str]:
+        """`-M <name>`, unless the cluster's own slurm.conf makes it the commands' default already. A
+        command run as a user names it whatever: sudo passes SLURM_CONF only where its env_keep says
+        so, and without it the job would go to the default cluster."""
+        if self.cluster is None or (self.runner.slurm_conf and as_user is None):
+            return []
+        return ["-M", self.cluster]
 
     def _on_cluster(self) -> list[str]:
         """sacctmgr's condition for this adapter's cluster: without one, sacctmgr acts on every
@@ -147,7 +155,7 @@ class Slurm:
             yield functools.partial(self.submit, user=user)
             return
         helper = dataclasses.replace(self.runner, bin_dir=SBATCH_BATCH.parent)
-        with helper.conversation(SBATCH_BATCH.name, self._clusters(), as_user=user) as talk:
+        with helper.conversation(SBATCH_BATCH.name, self._clusters(user), as_user=user) as talk:
             def submit(*, script: str, comment: str, environment: Mapping[str, str] | None = None) -> str:
                 line = talk.ask(json.dumps({"comment": comment, "environment": dict(environment or {}),
                                             "script": script}))

@@ -33,6 +33,9 @@ class SlurmRunner:
     bin_dir: Path
     exec_prefix: Sequence[str] = ()
     timeout: float = 20.0
+    # The slurm.conf its commands read (SLURM_CONF), where a cluster's file names one (slurm/clusters.py);
+    # None: the portal's own SLURM_CONF, or Slurm's default.
+    slurm_conf: Path | None = None
 
     def run(self, command: str, args: Sequence[str], *, as_user: str | None = None,
             stdin: str | None = None, secrets: Mapping[str, str] | None = None) -> str:
@@ -55,7 +58,7 @@ class SlurmRunner:
             # timeout must take that down too, not only the prefix.
             with subprocess.Popen(argv, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env={**_environment(), **(secrets or {})},
+                                  env={**self._environment(), **(secrets or {})},
                                   start_new_session=True) as child:
                 try:
                     raw_out, raw_err = child.communicate(
@@ -82,7 +85,7 @@ class SlurmRunner:
         argv = self._argv(command, args, as_user=as_user)
         try:
             child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=_environment(), start_new_session=True)
+                                     stderr=subprocess.PIPE, env=self._environment(), start_new_session=True)
         except OSError as error:
             raise SlurmUnreachable(f"cannot run {command}: {error}") from error
         with contextlib.suppress(OSError):  # fewer, larger writes into the command (Linux: 1 MiB at most)
@@ -118,7 +121,7 @@ class SlurmRunner:
         line can only cut the stream short: it is logged."""
         try:
             child = subprocess.Popen(self._argv(command, args, as_user=as_user), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment(),
                                      start_new_session=True)
         except OSError as error:
             raise SlurmUnreachable(f"cannot run {command}: {error}") from error
@@ -154,7 +157,7 @@ class SlurmRunner:
         it lingers."""
         try:
             child = subprocess.Popen(self._argv(command, args, as_user=as_user), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment(),
                                      start_new_session=True)  # its own group, as in run_bytes
         except OSError as error:
             raise SlurmUnreachable(f"cannot run {command}: {error}") from error
@@ -163,6 +166,9 @@ class SlurmRunner:
             yield talk
         finally:
             talk.end()
+
+    def _environment(self) -> dict[str, str]:
+        return _environment(self.slurm_conf)
 
     def _argv(self, command: str, args: Sequence[str], *, as_user: str | None,
               secrets: Mapping[str, str] | None = None) -> list[str]:
@@ -267,14 +273,16 @@ def failure(command: str, stderr: str, returncode: int) -> SlurmUnreachable | Sl
     return slurm_failure(_clean(stderr) or f"{command} exited with {returncode}")
 
 
-def _environment() -> dict[str, str]:
+def _environment(slurm_conf: Path | None) -> dict[str, str]:
     """A fixed environment, never the portal's own: nothing inherited (SQUEUE_FORMAT, TZ...) changes
     what the portal's queries print, and nothing of the portal's (DJANGO_SECRET_KEY, the hub's token)
     reaches sudo, the user's command or a job sbatch hands its environment to. Per-call variables
     come from `secrets` (deploy/sudoers.d/gpuportal keeps exactly those names)."""
     environment = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", **_TIME_ENVIRONMENT}
     # Where a deployment keeps slurm.conf outside the default path, the clients need to be told.
-    if "SLURM_CONF" in os.environ:
+    if slurm_conf is not None:
+        environment["SLURM_CONF"] = str(slurm_conf)
+    elif "SLURM_CONF" in os.environ:
         environment["SLURM_CONF"] = os.environ["SLURM_CONF"]
     return environment
 

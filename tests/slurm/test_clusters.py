@@ -52,6 +52,10 @@ def fallback() -> Cluster:
      'rest_url: only with adapter = "slurmrestd"'),
     ({"a": 'name = "a"\ntitle = "A"\nadapter = "slurmrestd"\nrest_url = "http://x"\ntoken_command = "t"\n'},
      "a.toml", "token_command: a list of strings"),
+    ({"a": 'name = "a"\ntitle = "A"\nslurm_conf = "slurm.conf"\n'}, "a.toml",
+     "slurm_conf: 'slurm.conf' is not the absolute path of a file"),
+    ({"a": 'name = "a"\ntitle = "A"\nslurm_conf = "/nonexistent/slurm.conf"\n'}, "a.toml",
+     "slurm_conf: '/nonexistent/slurm.conf' is not the absolute path of a file"),
     ({"a": 'name = "a"\ntitle = "A\n'}, "a.toml", "not a readable TOML file"),
     ({"a": DEFAULT, "b": DEFAULT.replace("true", "false")}, "b.toml", "name: 'gpuportal' is the name in"),
     ({"a": DEFAULT, "b": B.replace("title", "default = true\ntitle")}, "clusters.d", "default: exactly one"),
@@ -141,7 +145,7 @@ class Recording(SlurmRunner):
 
 
 def every_command(slurm: Slurm) -> list[list[str]]:
-    runner = Recording(Path("/usr/bin"))
+    runner = Recording(Path("/usr/bin"), slurm_conf=slurm.runner.slurm_conf)
     slurm = dataclasses.replace(slurm, runner=runner)
     slurm.nodes()
     slurm.queue(finished=True)
@@ -227,6 +231,22 @@ def test_with_several_clusters_every_command_names_its_cluster(tmp_path, setting
         else:
             expected.append([call[0], "-M", "cluster-b", *call[1:]])
     assert every_command(Slurm(other.runner, "cluster-b")) == expected
+
+
+def test_a_clusters_own_slurm_conf_replaces_dash_m_but_not_sacctmgrs_cluster(tmp_path, settings):
+    conf = tmp_path / "slurm-b.conf"
+    conf.write_text("ClusterName=cluster-b\n")
+    settings.CLUSTERS_DIR = str(folder(tmp_path, a=DEFAULT, b=B + f'slurm_conf = "{conf}"\n'))
+    other = Slurm.from_settings("cluster-b")
+    assert other.runner.slurm_conf == conf and other.runner._environment()["SLURM_CONF"] == str(conf)
+    assert Slurm.from_settings().runner.slurm_conf is None
+    # As a user through sudo (sbatch, sbatch-batch, scancel) `-M` still: sudo may drop SLURM_CONF.
+    as_user = {"sbatch": 5, "sbatch-batch": 6, "scancel": 7}
+    expected = [[call[0], "-M", "cluster-b", *call[1:]] if as_user.get(call[0]) == n else call
+                for n, call in enumerate(TODAY) if call[0] != "sacctmgr"]
+    calls = every_command(other)
+    assert [call for call in calls if call[0] != "sacctmgr"] == expected
+    assert all("cluster=cluster-b" in call for call in calls if call[0] == "sacctmgr")
 
 
 def test_sshare_with_dash_m_prints_a_cluster_heading_that_is_no_row():

@@ -9,6 +9,7 @@ import secrets
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -19,18 +20,23 @@ from tests.slurm_waits import SLURM_PATIENCE
 pytestmark = pytest.mark.integration
 
 B = "cluster-b"
+CONF_B = Path("/etc/slurm-cluster-b/slurm.conf")  # slurm/dev/services/cluster_b.sh
 SCRIPT = "#!/bin/bash\n#SBATCH --time=2 --mem=100M --output=/dev/null {options}\n{command}\n"
 
 
-@pytest.fixture
-def clusters(tmp_path, settings) -> tuple[Slurm, Slurm]:
-    """The default cluster's adapter and cluster-b's, from two files (docs/admin/adding-a-cluster.md)."""
+@pytest.fixture(params=["-M", "slurm_conf"])
+def clusters(request, tmp_path, settings) -> tuple[Slurm, Slurm]:
+    """The default cluster's adapter and cluster-b's, from two files (docs/admin/adding-a-cluster.md):
+    cluster-b's commands name it with `-M`, or read its own slurm.conf."""
     folder = tmp_path / "clusters.d"
     folder.mkdir()
     (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\nadapter = "sudo"\n')
+    own = f'slurm_conf = "{CONF_B}"\n' if request.param == "slurm_conf" else ""
+    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\nadapter = "sudo"\n{own}')
     settings.CLUSTERS_DIR = str(folder)
-    return Slurm.from_settings(), Slurm.from_settings(B)
+    default, other = Slurm.from_settings(), Slurm.from_settings(B)
+    assert other.runner.slurm_conf == (CONF_B if own else None)
+    return default, other
 
 
 def ended(slurm: Slurm, job_id: str) -> AccountedJob:
