@@ -11,6 +11,7 @@ from django.db import transaction
 
 from portal.accounts.models import User
 from portal.containers.configured import default_binds, runtime_get
+from portal.containers.digests import DigestUnresolved, image_digest
 from portal.containers.models import Image, RegistryCredential
 from portal.containers.references import ReferenceInvalid, path_check, reference_parse, registry_check
 from portal.containers.runtimes import Launch, LaunchInvalid, RuntimeUnavailable
@@ -21,6 +22,8 @@ from portal.environments.models import NAME_PATTERN, Environment
 logger = logging.getLogger(__name__)
 
 KEY_MAX = 4096
+# Each registry request's bound when a job's image digest is asked at submit (at most three).
+DIGEST_TIMEOUT_SECONDS = 2.0
 USERNAME = re.compile(r"^[^\x00-\x1f\x7f]{1,255}$")  # NGC's is the literal `$oauthtoken`
 
 
@@ -156,10 +159,18 @@ def container_activation(*, environment: Environment, user: User, workdir: str,
     image = getattr(environment, "container_image", None)
     if image is None:
         raise InvalidInput({"environment": [f"{environment.name!r} has no container image."]})
+    # A registry image the runtime runs by reference (not a pulled file) runs by the digest its tag
+    # has now, never by the tag, which may move (its provenance records the same digest: digests.py).
+    by_digest = image.is_registry and not image.local.startswith("/")
+    if by_digest and not digest:
+        try:
+            digest = image_digest(image=image, user_id=user.pk, timeout=DIGEST_TIMEOUT_SECONDS)
+        except DigestUnresolved as error:
+            raise InvalidInput({"environment": [f"The image {image.reference} runs by its digest, which "
+                                                f"could not be asked: {error}"]}) from None
     try:
         runtime = runtime_get(image.runtime)
-        launch = container_launch(image=image, user=user, workdir=workdir,
-                                  digest=digest if image.is_registry else "")
+        launch = container_launch(image=image, user=user, workdir=workdir, digest=digest if by_digest else "")
         run = runtime.shell_prefix(launch)
     except (RuntimeUnavailable, LaunchInvalid) as error:
         raise InvalidInput({"environment": [str(error)]}) from None

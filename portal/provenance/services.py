@@ -11,15 +11,13 @@ from pathlib import Path
 
 from django.utils import timezone
 
-from portal.containers.models import Image, RegistryCredential
+from portal.containers.digests import DigestUnresolved, image_digest
+from portal.containers.models import Image
 from portal.containers.references import ReferenceInvalid, reference_parse
-from portal.containers.secrets import secret_decrypt
-from portal.core.errors import Unavailable
 from portal.environments.models import Environment
 from portal.environments.services import MANIFEST
 from portal.jobs.models import Job
 from portal.provenance.models import Provenance
-from portal.provenance.registry import DigestUnresolved, digest_resolve
 from portal.tracking.models import Tag
 from slurm.errors import SlurmError
 from slurm.user_files import OutputUnsafe, job_output_read
@@ -86,13 +84,10 @@ def image_facts(*, image: Image, user_id: int) -> ImageFacts:
         return ImageFacts(reference=image.reference, status=Provenance.Image.UNRESOLVED, reason=str(error))
     if reference.digest:
         return ImageFacts(reference=image.reference, digest=reference.digest, status=Provenance.Image.PINNED)
-    credential = RegistryCredential.objects.filter(user_id=user_id, registry=reference.registry).first()
-    try:
-        login = (credential.username, secret_decrypt(credential.secret)) if credential else None
-        digest = digest_resolve(reference, login=login, timeout=REGISTRY_TIMEOUT_SECONDS)
-    except (DigestUnresolved, Unavailable) as error:
-        return ImageFacts(reference=image.reference, status=Provenance.Image.UNRESOLVED,
-                          reason=getattr(error, "message", None) or str(error))
+    try:  # the digest the job's script runs (asked for it in the same submit)
+        digest = image_digest(image=image, user_id=user_id, timeout=REGISTRY_TIMEOUT_SECONDS)
+    except DigestUnresolved as error:
+        return ImageFacts(reference=image.reference, status=Provenance.Image.UNRESOLVED, reason=str(error))
     return ImageFacts(reference=image.reference, digest=digest, status=Provenance.Image.RESOLVED)
 
 

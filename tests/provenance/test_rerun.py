@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
 from portal.containers.models import Image
+from portal.core.errors import InvalidInput
 from portal.environments.models import Environment
 from portal.jobs.services.prepare import CodeTree, Pin, job_prepare
 from portal.jobs.services.submission import job_create
@@ -159,6 +160,42 @@ def test_a_rerun_rebuilds_an_environment_whose_lock_changed(user, partitions, tm
     assert f'/gpuportal/envs/"{"f" * 64}' in draft.script, draft.script[-3000:]
     assert "mpmath==1.3.0 <<'PY'" in draft.script
     assert 'source "$GPUPORTAL_ENV/bin/activate"' in draft.script
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The registry's answer for a tag (its adapter is tested on the bed: test_provenance_real.py)."""
+    from portal.containers import digests
+
+    asked: list[str] = []
+
+    def resolve(reference, *, login, timeout):
+        asked.append(str(reference))
+        if "missing" in reference.path:
+            raise digests.DigestUnresolved(f"{reference.registry} has no {reference.path}:{reference.tag}")
+        return "sha256:" + "c" * 64
+
+    monkeypatch.setattr(digests, "digest_resolve", resolve)
+    monkeypatch.setattr(digests, "_recent", {})
+    return asked
+
+
+def test_a_registry_image_runs_by_the_digest_its_tag_has_at_submit(user, partitions, registry):
+    """Any job, not only a re-run: never by the tag; its record names the same digest, asked once."""
+    environment = Environment.objects.create(name="img", title="Img", kind="container", healthy=True)
+    Image.objects.create(name="py", runtime="podman", reference="127.0.0.1:5000/gpuportal/python:3.11",
+                         environment=environment)
+    draft = job_prepare(user=user, template="custom", parameters={
+        "commands": "true", "gpus": 0, "time_limit": 5, "environment": "img"})
+    assert f"127.0.0.1:5000/gpuportal/python@sha256:{'c' * 64}" in draft.script
+    assert "python:3.11" not in draft.script.split("RUN=(", 1)[1].split(")", 1)[0]
+    job = job_create(user=user, draft=draft)
+    assert job.provenance.image_digest == "sha256:" + "c" * 64 and len(registry) == 1
+    Image.objects.filter(name="py").update(reference="127.0.0.1:5000/gpuportal/missing:1")
+    with pytest.raises(InvalidInput) as refused:
+        job_prepare(user=user, template="custom", parameters={
+            "commands": "true", "gpus": 0, "time_limit": 5, "environment": "img"})
+    assert "runs by its digest" in refused.value.fields["parameters"]["environment"][0]
 
 
 def test_a_registry_image_runs_by_its_recorded_digest(user, partitions):

@@ -1,13 +1,21 @@
 """The registry adapter: a tag's digest, asked of the registry (OCI distribution API) and never
 pulled. Basic auth with the user's stored key, or the bearer token a registry's challenge names
-(nvcr.io, Docker Hub); a registry with a private CA (the bed's) is trusted as Podman trusts it."""
+(nvcr.io, Docker Hub); a registry with a private CA (the bed's) is trusted as Podman trusts it.
+
+A job in a registry image runs it by the digest its tag has when the job is submitted
+(`image_digest`), and its provenance records that same digest: asked once per submit."""
 
 import re
+import threading
+import time
 from pathlib import Path
 
 import requests
 
-from portal.containers.references import Reference
+from portal.containers.models import Image, RegistryCredential
+from portal.containers.references import Reference, ReferenceInvalid, reference_parse
+from portal.containers.secrets import secret_decrypt
+from portal.core.errors import Unavailable
 
 ACCEPT = ", ".join([
     "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
@@ -17,6 +25,11 @@ ACCEPT = ", ".join([
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 CERTS = Path("/etc/containers/certs.d")
+# How long an answer is reused for the same image and user: a submit's script and its provenance
+# record (written in the same request) name one digest, asked once.
+RECENT_SECONDS = 30.0
+_recent: dict[tuple[str, int], tuple[float, str]] = {}
+_recent_lock = threading.Lock()
 
 
 class DigestUnresolved(Exception):
@@ -51,4 +64,30 @@ def digest_resolve(reference: Reference, *, login: tuple[str, str] | None, timeo
     digest = response.headers.get("Docker-Content-Digest", "")
     if not response.ok or not DIGEST.fullmatch(digest):
         raise DigestUnresolved(f"{reference.registry} answered HTTP {response.status_code} without a digest")
+    return digest
+
+
+def image_digest(*, image: Image, user_id: int, timeout: float) -> str:
+    """The digest of the registry image's tag now, asked with `user_id`'s stored key for its registry
+    (the one the reference names, if it names one); DigestUnresolved says why not."""
+    try:
+        reference = reference_parse(image.reference)
+    except ReferenceInvalid as error:
+        raise DigestUnresolved(str(error)) from None
+    if reference.digest:
+        return reference.digest
+    key, now = (image.reference, user_id), time.monotonic()
+    with _recent_lock:
+        for stale in [k for k, (at, _) in _recent.items() if now - at > RECENT_SECONDS]:
+            del _recent[stale]
+        if key in _recent:
+            return _recent[key][1]
+    credential = RegistryCredential.objects.filter(user_id=user_id, registry=reference.registry).first()
+    try:
+        login = (credential.username, secret_decrypt(credential.secret)) if credential else None
+    except Unavailable as error:
+        raise DigestUnresolved(error.message) from None
+    digest = digest_resolve(reference, login=login, timeout=timeout)
+    with _recent_lock:
+        _recent[key] = (time.monotonic(), digest)
     return digest
