@@ -8,6 +8,7 @@ import grp
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 from base64 import b64encode
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from rest_framework.test import APIClient
 
 from portal.accounts.models import User
 from portal.projects.models import Project
-from tests.security.test_files_api import TUS, alice, alice_browser, as_the_portal_account, bob
+from tests.security.test_files_api import TUS, alice, alice_browser, as_the_portal_account, bob, client_of
 from tests.security.test_user_files import user_files_as
 
 __all__ = ["alice", "alice_browser", "as_the_portal_account", "bob"]  # fixtures
@@ -119,3 +120,52 @@ def test_project_roots_never_leave_the_projects_folder(alice, bob):
         assert alice.get("/api/v1/files/", {"root": bad}).status_code == 400, bad
         assert user_files_as("alice", "list", bad, "", "10").returncode == 2, bad
     assert alice.get("/api/v1/files/", {"root": "project:no-such"}).status_code == 404
+
+
+@pytest.fixture
+def mounted_project(db) -> Iterator[tuple[str, Path]]:
+    """A project of bob and ada whose folder is a file system of its own (a tmpfs, as a project's
+    mount on a real cluster): deletes cannot move into a home's trash there."""
+    name = f"files-{os.urandom(4).hex()}"
+    subprocess.run(["groupadd", "--users", "bob,ada", name], check=True, timeout=30)
+    folder = PROJECTS / name
+    folder.mkdir()
+    try:
+        subprocess.run(["sudo", "-n", "mount", "-t", "tmpfs", "-o",
+                        f"size=8m,mode=2770,uid=0,gid={grp.getgrnam(name).gr_gid}", "tmpfs", str(folder)],
+                       check=True, timeout=30)
+        try:
+            yield f"project:{name}", folder
+        finally:
+            subprocess.run(["sudo", "-n", "umount", str(folder)], check=True, timeout=30)
+    finally:
+        folder.rmdir()
+        subprocess.run(["groupdel", name], check=True, timeout=30)
+
+
+def test_members_trash_on_a_projects_own_file_system_each_in_their_own_folder(bob, mounted_project):
+    root, folder = mounted_project
+    ada = client_of("ada")
+    for client, name in ((bob, "bobs.txt"), (ada, "adas.txt")):
+        made = client.put("/api/v1/files/edit/", {"root": root, "path": name, "content": name}, format="json",
+                          HTTP_IF_NONE_MATCH="*")
+        assert made.status_code == 200, made.content
+    # bob plants a folder under ada's name in the shared trash first: ada's delete is refused, not
+    # handed to him.
+    trash = folder / ".gpuportal-trash"
+    delete = "/api/v1/files/delete/"
+    assert bob.post(delete, {"root": root, "path": "bobs.txt"}, format="json").status_code == 204
+    assert stat.S_IMODE(trash.stat().st_mode) == 0o1777
+    (trash / "ada").mkdir()
+    os.chown(trash / "ada", pwd.getpwnam("bob").pw_uid, -1)
+    refused = ada.post(delete, {"root": root, "path": "adas.txt"}, format="json")
+    assert refused.status_code == 403 and (folder / "adas.txt").exists()
+    (trash / "ada").rmdir()
+    assert ada.post(delete, {"root": root, "path": "adas.txt"}, format="json").status_code == 204
+    for user, trashed in (("bob", "bobs.txt"), ("ada", "adas.txt")):
+        mine = trash / user
+        assert mine.stat().st_uid == pwd.getpwnam(user).pw_uid and stat.S_IMODE(mine.stat().st_mode) == 0o700
+        assert [entry.name.endswith(f"-{trashed}") for entry in mine.iterdir()] == [True]
+    # Emptying is each one's own.
+    assert bob.post("/api/v1/files/trash/empty/").status_code == 204
+    assert list((trash / "bob").iterdir()) == [] and len(list((trash / "ada").iterdir())) == 1
