@@ -76,6 +76,8 @@ urlpatterns = [
     path("sessions/<slug:name>/", sessions_api.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<slug:name>/extend/", extensions_api.SessionExtendApi.as_view(), name="session-extend"),
     path("sessions/<slug:name>/gpu/", gpus_api.SessionGpuApi.as_view(), name="session-gpu"),
+    path("sessions/<slug:name>/provenance/", provenance_api.SessionProvenanceApi.as_view(),
+         name="session-provenance"),
     path("sessions/<slug:name>/keep/", idle_api.SessionKeepApi.as_view(), name="session-keep"),
     path("jobs/<id:job_id>/extend/", extensions_api.JobExtendApi.as_view(), name="job-extend"),
     path("extensions/", extensions_api.ExtensionListApi.as_view(), name="extensions"),

@@ -187,7 +187,8 @@ def _mlflow_rows() -> dict[str, list[Row]]:
               "runs/create": {}, "runs/update": {"status": "FINISHED"}, "runs/delete": {},
               "runs/log-batch": {"metrics": []}, "runs/set-tag": {"key": "u", "value": "1"},
               "runs/log-metric": {"key": "m", "value": 2, "timestamp": 2},
-              "runs/log-parameter": {"key": "p", "value": "1"}, "runs/delete-tag": {"key": "t"}}
+              "runs/log-parameter": {"key": "p", "value": "1"}, "runs/delete-tag": {"key": "t"},
+              "runs/log-inputs": {"datasets": []}}
     rows = {f"api/2.0/mlflow/{name}": [Row("GET", lambda w, q=query, n=name: f"/api/2.0/mlflow/{n}?{q(w)}",
                                            A, expect)]
             for name, (query, expect) in reads.items()}
@@ -370,6 +371,9 @@ ROWS: dict[str, list[Row]] = {
             {**API_MINE, "owner": 409, "admin": 404})],
     "api/v1/sessions/<slug:name>/gpu/": [Row("GET", lambda w: f"/api/v1/sessions/{w.server.name}/gpu/", A,
                                              API_MINE)],
+    # The session's record (written with it): owner only, as a job's.
+    "api/v1/sessions/<slug:name>/provenance/": [
+        Row("GET", lambda w: f"/api/v1/sessions/{w.server.name}/provenance/", A, {**API_MINE, "admin": 404})],
     "api/v1/jobs/<str:job_id>/efficiency/": [
         Row("GET", lambda w: f"/api/v1/jobs/{_efficiency(w).job.pk}/efficiency/", A, API_MINE),
         Row("GET", lambda w: f"/api/v1/jobs/{_efficiency(w).job.uuid}/efficiency/?by=uuid", A, API_MINE)],

@@ -8,8 +8,17 @@ from rest_framework.views import APIView
 from portal.core.errors import NotFound
 from portal.provenance.export import provenance_crate
 from portal.provenance.models import Provenance
-from portal.provenance.selectors import provenance_compare, provenance_get, provenance_pair
-from portal.provenance.serializers import ProvenanceDiffSerializer, ProvenanceSerializer
+from portal.provenance.selectors import (
+    provenance_compare,
+    provenance_get,
+    provenance_pair,
+    session_provenance_get,
+)
+from portal.provenance.serializers import (
+    ProvenanceDiffSerializer,
+    ProvenanceSerializer,
+    SessionProvenanceSerializer,
+)
 
 NOT_FOUND = OpenApiResponse(description="No such job, another user's, or one stored before provenance "
                                         "was recorded")
@@ -59,3 +68,17 @@ class ProvenanceDiffApi(APIView):
         this, other = provenance_pair(user=request.user, job_id=job_id,
                                       other=request.query_params.get("other", ""))
         return Response(ProvenanceDiffSerializer(provenance_compare(this, other)).data)
+
+
+class SessionProvenanceApi(APIView):
+    @extend_schema(responses={200: SessionProvenanceSerializer,
+                              404: OpenApiResponse(description="No such session of yours, or one started "
+                                                               "before provenance was recorded")},
+                   summary="What your session started with: environment and its lock's hash, image "
+                           "digest, resources",
+                   description="Written when the session was stored; the newest session of that name.")
+    def get(self, request: Request, name: str) -> Response:
+        record = session_provenance_get(user=request.user, name=name)
+        if record is None:
+            raise NotFound("No provenance for such a session.")
+        return Response(SessionProvenanceSerializer(record).data)

@@ -1,6 +1,7 @@
 from django.db import models
 
 from portal.jobs.models import Job
+from portal.sessions.models import Session
 
 
 class Provenance(models.Model):
@@ -43,3 +44,24 @@ class Provenance(models.Model):
 
     def __str__(self) -> str:
         return f"provenance of job {self.job_id}"
+
+
+class SessionProvenance(models.Model):
+    """What a notebook session started with, written in the transaction that stores it: its
+    environment and the lock's hash, the image by digest, the resources."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="provenance")
+    resources = models.JSONField(default=dict, help_text="partition, nodes, GPUs, hours, profile, account")
+    image_reference = models.CharField(max_length=512, blank=True)
+    image_digest = models.CharField(max_length=128, blank=True)
+    image_status = models.CharField(max_length=16, choices=Provenance.Image.choices,
+                                    default=Provenance.Image.NONE)
+    image_reason = models.TextField(blank=True)
+    environment = models.CharField(max_length=64, blank=True)
+    environment_lock = models.TextField(blank=True, help_text="name==version lines, sorted")
+    environment_lock_source = models.CharField(max_length=32, blank=True)
+    environment_hash = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the lock")
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"provenance of session {self.session_id}"

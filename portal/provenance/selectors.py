@@ -13,7 +13,7 @@ from portal.accounts.models import User
 from portal.core.errors import InvalidInput, NotFound
 from portal.jobs.models import Job, JobMetric
 from portal.jobs.selectors import job_metrics_chart
-from portal.provenance.models import Provenance
+from portal.provenance.models import Provenance, SessionProvenance
 from portal.tracking.curves import Curve, job_curves
 
 # Two final values closer than this are the same result (a faithful rerun's accuracy, issue 36).
@@ -28,6 +28,13 @@ _LOCK_LINE = re.compile(r"^\s*([A-Za-z0-9_.\-\[\]]+)\s*(?:==|@|===)\s*(.+?)\s*$"
 def provenance_get(*, user: User, job_id: int) -> Provenance | None:
     """The record of one of the user's own jobs; None for another user's (callers answer 404)."""
     return Provenance.objects.select_related("job").filter(job_id=job_id, job__user=user).first()
+
+
+def session_provenance_get(*, user: User, name: str) -> SessionProvenance | None:
+    """The record of the user's newest session of that name (an ended one too); None for another
+    user's (callers answer 404)."""
+    return (SessionProvenance.objects.select_related("session")
+            .filter(session__user=user, session__name=name).order_by("-session__created_at").first())
 
 
 def provenance_pair(*, user: User, job_id: int, other: str) -> tuple[Provenance, Provenance]:

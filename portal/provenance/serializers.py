@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from portal.provenance.models import Provenance
+from portal.provenance.models import Provenance, SessionProvenance
 
 
 class ProvenanceSerializer(serializers.ModelSerializer):
@@ -68,3 +68,14 @@ class ProvenanceDiffSerializer(serializers.Serializer):
     inputs = InputRowSerializer(many=True)
     results = ResultRowSerializer(many=True)
     curves = CurveSerializer(many=True, help_text="Both jobs' metric histories")
+
+
+class SessionProvenanceSerializer(serializers.ModelSerializer):
+    session = serializers.CharField(source="session.name")
+    session_uuid = serializers.UUIDField(source="session.uuid")
+
+    class Meta:
+        model = SessionProvenance
+        fields = ["session", "session_uuid", "resources", "image_reference", "image_digest", "image_status",
+                  "image_reason", "environment", "environment_lock", "environment_lock_source",
+                  "environment_hash", "created"]

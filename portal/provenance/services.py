@@ -1,5 +1,5 @@
 """Writing a job's provenance: the portal's part when the job is stored, the job's own part (read
-as its user through job-files) once it has ended."""
+as its user through job-files) once it has ended; and a session's when it is stored."""
 
 import hashlib
 import json
@@ -8,7 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
+from django.conf import settings
+from django.urls import reverse
 from django.utils import timezone
 
 from portal.containers.digests import DigestUnresolved, image_digest
@@ -17,8 +20,10 @@ from portal.containers.references import ReferenceInvalid, reference_parse
 from portal.environments.models import Environment
 from portal.environments.services import MANIFEST
 from portal.jobs.models import Job
-from portal.provenance.models import Provenance
+from portal.provenance.models import Provenance, SessionProvenance
+from portal.sessions.models import Session
 from portal.tracking.models import Tag
+from portal.tracking.services import dataset_inputs_record
 from slurm.errors import SlurmError
 from slurm.user_files import OutputUnsafe, job_output_read
 
@@ -28,6 +33,8 @@ logger = logging.getLogger(__name__)
 LOCK = "gpuportal-env.lock"
 # Each registry request's bound: a submit waits at most three of them per distinct image.
 REGISTRY_TIMEOUT_SECONDS = 2.0
+# The name of the dataset input the record is logged as on the job's MLflow runs.
+DATASET_NAME = "gpuportal-provenance"
 # What the job's record may weigh (a diff is capped at 1 MiB by the job itself).
 CAPTURE_MAX_BYTES = 4 * 1024 * 1024
 
@@ -73,6 +80,24 @@ def provenance_record(*, jobs: Sequence[Job]) -> None:
             environment_lock=lock.text if lock else "", environment_lock_source=lock.source if lock else "",
             environment_hash=lock.sha256 if lock else ""))
     Provenance.objects.bulk_create(rows)
+
+
+def session_provenance_record(*, session: Session) -> SessionProvenance:
+    """A session's record, in the transaction that stores it: its environment's lock and the image's
+    digest (asked of the registry as for a job, bounded), and the resources it asked for."""
+    environment = (Environment.objects.filter(name=session.environment).select_related("container_image")
+                   .first() if session.environment else None)
+    image = getattr(environment, "container_image", None) if environment else None
+    facts = image_facts(image=image, user_id=session.user_id) if image is not None else ImageFacts()
+    lock = environment_lock(environment) if environment else None
+    return SessionProvenance.objects.create(
+        session=session, resources={"partition": session.partition, "nodes": session.nodes,
+                                    "gpus_per_node": session.gpus, "hours": session.hours,
+                                    "profile": session.profile, "account": session.account},
+        image_reference=facts.reference, image_digest=facts.digest, image_status=facts.status,
+        image_reason=facts.reason, environment=environment.name if environment else session.environment,
+        environment_lock=lock.text if lock else "", environment_lock_source=lock.source if lock else "",
+        environment_hash=lock.sha256 if lock else "")
 
 
 def image_facts(*, image: Image, user_id: int) -> ImageFacts:
@@ -177,11 +202,29 @@ def provenance_tags(record: Provenance) -> dict[str, str]:
     return {key: str(value) for key, value in tags.items() if value}
 
 
-def _run_tags(record: Provenance) -> None:
+def provenance_dataset(record: Provenance) -> dict[str, Any]:
+    """The record as an MLflow dataset input of the job's run (what `mlflow.log_input` logs): its
+    source the record's API address, its digest the record's, its profile the key facts."""
     tags = provenance_tags(record)
-    Tag.objects.bulk_create([Tag(run=run, key=key, value=value) for run in record.job.runs.all()
-                             for key, value in tags.items()],
+    document = json.dumps({"tags": tags, "captured": record.captured, "script": record.script,
+                           "parameters": record.parameters, "resources": record.resources}, sort_keys=True)
+    url = settings.PORTAL_URL.rstrip("/") + reverse("api:job-provenance", args=[record.job_id])
+    return {"name": DATASET_NAME, "digest": hashlib.sha256(document.encode()).hexdigest()[:32],
+            "source_type": "http", "source": json.dumps({"url": url}), "schema": "",
+            "profile": json.dumps(tags, sort_keys=True), "tags": [{"key": "mlflow.data.context",
+                                                                  "value": "provenance"}]}
+
+
+def _run_tags(record: Provenance) -> None:
+    """The record's key facts as the job's runs' tags, and the record as their dataset input."""
+    tags = provenance_tags(record)
+    runs = list(record.job.runs.all())
+    Tag.objects.bulk_create([Tag(run=run, key=key, value=value)
+                             for run in runs for key, value in tags.items()],
                             update_conflicts=True, unique_fields=["run", "key"], update_fields=["value"])
+    dataset = provenance_dataset(record)
+    for run in runs:
+        dataset_inputs_record(run=run, inputs=[dataset])
 
 
 def _captured(record: Provenance, state: str, *, reason: str = "",

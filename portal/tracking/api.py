@@ -164,6 +164,12 @@ def log_batch(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def log_inputs(request: Request, data: dict[str, Any]) -> dict[str, Any]:
+    services.log_inputs(user=request.user, run_id=v.run_id_of(data), datasets=v.object_list(data, "datasets"),
+                        grant=grant_of(request))
+    return {}
+
+
 def log_metric(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     metric = {field: data.get(field) for field in ("key", "value", "timestamp", "step")}
     services.log_batch(user=request.user, run_id=v.run_id_of(data), metrics=[metric], params=[], tags=[],
@@ -223,6 +229,7 @@ ENDPOINTS: dict[str, tuple[str, Handler]] = {
     "runs/delete": ("POST", run_delete),
     "runs/search": ("POST", run_search),
     "runs/log-batch": ("POST", log_batch),
+    "runs/log-inputs": ("POST", log_inputs),
     "runs/log-metric": ("POST", log_metric),
     "runs/log-parameter": ("POST", log_param),
     "runs/set-tag": ("POST", set_tag),

@@ -141,3 +141,24 @@ class LatestMetric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}"
+
+
+class DatasetInput(models.Model):
+    """A dataset logged as a run's input (MLflow's log-inputs, `mlflow.log_input`): its description
+    (name, digest, source, schema, profile) and the input's tags, not its data. The portal logs a
+    job's provenance record as one (portal.provenance)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="dataset_inputs")
+    name = models.CharField(max_length=500)
+    digest = models.CharField(max_length=36)
+    source_type = models.CharField(max_length=36)
+    source = models.TextField()
+    schema = models.TextField(blank=True)
+    profile = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True, help_text='[{"key": ..., "value": ...}]')
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "name", "digest"], name="dataset_input_run")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.digest})"

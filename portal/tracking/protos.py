@@ -38,8 +38,8 @@ def run_info_json(run: Run) -> dict[str, Any]:
 
 
 def run_json(run: Run) -> dict[str, Any]:
-    """A run with its data: the latest value of each metric, its params and tags (read as rows by
-    portal.tracking.selectors.runs_with_data)."""
+    """A run with its data: the latest value of each metric, its params and tags, and its dataset
+    inputs (read as rows by portal.tracking.selectors.runs_with_data)."""
     data: dict[str, Any] = {}
     metrics = [{"key": key, "value": double(value), "timestamp": timestamp, "step": step}
                for key, value, timestamp, step in run.data_metrics]
@@ -48,4 +48,6 @@ def run_json(run: Run) -> dict[str, Any]:
     for name, items in (("metrics", metrics), ("params", params), ("tags", tags)):
         if items:
             data[name] = items
-    return {"info": run_info_json(run), "data": data, "inputs": {}}
+    inputs = [{"tags": tags, "dataset": {key: value for key, value in dataset.items() if value}}
+              for dataset, tags in run.data_inputs]
+    return {"info": run_info_json(run), "data": data, "inputs": {"dataset_inputs": inputs} if inputs else {}}

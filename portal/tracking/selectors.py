@@ -9,6 +9,7 @@ from django.db.models.expressions import RawSQL
 
 from portal.core.errors import NotFound
 from portal.tracking.models import (
+    DatasetInput,
     Experiment,
     ExperimentTag,
     LatestMetric,
@@ -156,13 +157,13 @@ def runs_search(*, user: Any, experiment_ids: list[int], filter_string: str, vie
 
 
 def runs_with_data(runs: list[Run]) -> list[Run]:
-    """Each run's latest metrics, params and tags (`data_metrics`, `data_params`, `data_tags`, what
-    portal.tracking.protos.run_json writes) as plain rows: one query each for a whole page, and no
-    model instance per row (prefetching a page of 100 runs built ~1,500 of them: most of a search's
-    time)."""
+    """Each run's latest metrics, params, tags and dataset inputs (`data_metrics`, `data_params`,
+    `data_tags`, `data_inputs`: what portal.tracking.protos.run_json writes) as plain rows: one query
+    each for a whole page, and no model instance per row (prefetching a page of 100 runs built ~1,500
+    of them: most of a search's time)."""
     by_pk = {run.pk: run for run in runs}
     for run in runs:
-        run.data_metrics, run.data_params, run.data_tags = [], [], []
+        run.data_metrics, run.data_params, run.data_tags, run.data_inputs = [], [], [], []
     for run_pk, *metric in (LatestMetric.objects.filter(run__in=by_pk).order_by("pk")
                             .values_list("run_id", "key", "value", "timestamp", "step")):
         by_pk[run_pk].data_metrics.append(tuple(metric))
@@ -170,6 +171,10 @@ def runs_with_data(runs: list[Run]) -> list[Run]:
         rows = model.objects.filter(run__in=by_pk).order_by("pk").values_list("run_id", "key", "value")
         for run_pk, key, value in rows:
             getattr(by_pk[run_pk], attribute).append((key, value))
+    fields = ("name", "digest", "source_type", "source", "schema", "profile")
+    for run_pk, *values, tags in (DatasetInput.objects.filter(run__in=by_pk).order_by("pk")
+                                  .values_list("run_id", *fields, "tags")):
+        by_pk[run_pk].data_inputs.append((dict(zip(fields, values, strict=True)), tags))
     return runs
 
 

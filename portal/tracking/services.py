@@ -15,6 +15,7 @@ from portal.core.errors import Conflict, NotFound
 from portal.core.paths import UserRoots, path_problem
 from portal.tracking import validation as v
 from portal.tracking.models import (
+    DatasetInput,
     Experiment,
     ExperimentTag,
     LatestMetric,
@@ -274,6 +275,45 @@ def log_batch(*, user: Any, run_id: str, metrics: list[dict[str, Any]], params: 
         if points:
             _points_insert(run, points)
             _latest_update(run, points)
+
+
+# MLflow's own bounds on a logged dataset's fields (mlflow/utils/validation.py).
+DATASET_LIMITS = {"name": 500, "digest": 36, "source_type": 36, "source": 65535, "schema": 1048575,
+                  "profile": 16384}
+MAX_DATASETS_PER_BATCH = 1000
+
+
+def log_inputs(*, user: Any, run_id: str, datasets: list[dict[str, Any]],
+               grant: TrackingGrant | None = None) -> None:
+    """MLflow's log-inputs: each dataset's description and its input's tags, checked, then kept
+    once per run, name and digest (logging it again replaces its tags)."""
+    if len(datasets) > MAX_DATASETS_PER_BATCH:
+        raise v.invalid("datasets", f"At most {MAX_DATASETS_PER_BATCH} datasets per request.")
+    checked = [_dataset_check(item, f"datasets[{i}]") for i, item in enumerate(datasets)]
+    dataset_inputs_record(run=_active_run(user, run_id, grant), inputs=checked)
+
+
+def _dataset_check(item: dict[str, Any], field: str) -> dict[str, Any]:
+    dataset = item.get("dataset")
+    if not isinstance(dataset, dict):
+        raise v.missing(f"{field}.dataset")
+    values = {}
+    for key, limit in DATASET_LIMITS.items():
+        required = key in ("name", "digest", "source_type", "source")
+        values[key] = v.string(dataset, key, required=required, limit=limit)
+    tags = item.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(tag, dict) for tag in tags):
+        raise v.invalid_value(f"{field}.tags", tags, "Expected a list of objects.")
+    values["tags"] = [{"key": key, "value": value}
+                      for key, value in _tags_check(tags, f"{field}.tags").items()]
+    return values
+
+
+def dataset_inputs_record(*, run: Run, inputs: list[dict[str, Any]]) -> None:
+    """Checked dataset inputs (log_inputs), or the portal's own (a job's provenance), on a run."""
+    DatasetInput.objects.bulk_create([DatasetInput(run=run, **item) for item in inputs],
+                                     update_conflicts=True, unique_fields=["run", "name", "digest"],
+                                     update_fields=["source_type", "source", "schema", "profile", "tags"])
 
 
 def metrics_record(*, run: Run, points: list[Point]) -> None:

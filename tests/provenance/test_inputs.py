@@ -153,3 +153,25 @@ def test_the_background_stops_with_the_jobs_shell(tmp_path):
     _wait_gone(target.with_name(target.name + ".hashing"), 30)
     record = json.loads(target.read_text())
     assert record["background"]["state"] == "hashing" and record["inputs"][0]["sha256"] is None
+
+
+# --- a run's dataset inputs (MLflow's log-inputs), which the record is logged as ---
+
+def test_log_inputs_keeps_a_dataset_per_run_name_and_digest(db):
+    from tests.tracking.conftest import _mlflow_of
+
+    alice, bob = _mlflow_of("alice"), _mlflow_of("bob")
+    run_id = alice.run()
+    dataset = {"name": "mnist", "digest": "d1", "source_type": "local", "source": "{}"}
+    for tags in ([], [{"key": "mlflow.data.context", "value": "training"}]):  # again: its tags replaced
+        alice.post("runs/log-inputs", {"run_id": run_id, "datasets": [{"dataset": dataset, "tags": tags}]})
+    inputs = alice.get("runs/get", {"run_id": run_id})["run"]["inputs"]["dataset_inputs"]
+    assert inputs == [{"dataset": dataset, "tags": [{"key": "mlflow.data.context", "value": "training"}]}]
+    missing = alice.post("runs/log-inputs", {"run_id": run_id, "datasets": [{"dataset": {"name": "x"}}]},
+                         status=400)
+    assert missing["error_code"] == "INVALID_PARAMETER_VALUE" and "digest" in missing["message"]
+    long = {**dataset, "digest": "d" * 37}
+    assert alice.post("runs/log-inputs", {"run_id": run_id, "datasets": [{"dataset": long}]},
+                      status=400)["error_code"] == "INVALID_PARAMETER_VALUE"
+    assert bob.post("runs/log-inputs", {"run_id": run_id, "datasets": [{"dataset": dataset}]},
+                    status=404)["error_code"] == "RESOURCE_DOES_NOT_EXIST"

@@ -3,7 +3,8 @@ import json
 from django import template
 
 from portal.jobs.models import Job
-from portal.provenance.selectors import provenance_others
+from portal.provenance.models import SessionProvenance
+from portal.provenance.selectors import provenance_others, session_provenance_get
 
 register = template.Library()
 
@@ -28,3 +29,11 @@ def provenance_value(value: object) -> str:
 def provenance_sides(this: object, other: object) -> tuple[object, object]:
     """Both sides of a row, to loop over the same cell markup."""
     return this, other
+
+
+@register.simple_tag(takes_context=True)
+def session_provenance_of(context: template.Context, name: str) -> SessionProvenance | None:
+    """The record of the viewer's session of that name, for its card."""
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    return session_provenance_get(user=user, name=name) if user and user.is_authenticated else None
