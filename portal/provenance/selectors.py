@@ -133,10 +133,33 @@ def _normalised(value: Any, uuid: str) -> Any:
     return value
 
 
+# What a re-run's script adds to pin what its original ran with (templates/jobs/_common/prologue.sh.j2):
+# its scratch work trees' block, its paths' copies, the recorder's map back to the originals, the
+# environment rebuilt from the lock. The code, environment and image are compared as facts of their
+# own; the job's name is the user's label.
+_PIN_BLOCKS = ((re.compile(r"^# Re-run exactly: each recorded work tree"),
+                re.compile(r"^# A path parameter")),
+               (re.compile(r"^# Re-run exactly: the environment"), re.compile(r"^source \S+/bin/activate")))
+_PIN_LINES = re.compile(r"^(#SBATCH --job-name=.*|  case \$1 in|  esac|    \S+\) copy=\S+ ;;"
+                        r"|source \S+/bin/activate\"?)$")
+_PIN_PREFIX = re.compile(r"^GPUPORTAL_RERUN=('[^']*'|\S+) ")
+
+
 def _script(record: Provenance) -> str:
-    """The rendered script less its job-name line (a name is the user's label, not what ran)."""
-    lines = [line for line in record.script.splitlines() if not line.startswith("#SBATCH --job-name=")]
-    return "\n".join(lines)
+    """The rendered script less what a re-run adds to pin its original's code and environment."""
+    kept, until = [], None
+    for line in record.script.splitlines():
+        if until is not None:
+            if not until.match(line):
+                continue
+            until = None
+        block = next((end for start, end in _PIN_BLOCKS if start.match(line)), None)
+        if block is not None:
+            until = block
+            continue
+        if not _PIN_LINES.match(line):
+            kept.append(_PIN_PREFIX.sub("", line))
+    return "\n".join(kept)
 
 
 def provenance_facts(record: Provenance) -> dict[str, Any]:

@@ -128,3 +128,33 @@ def test_the_page_owner_only_with_a_picker_on_the_job_page(client, user):
     admin = UserFactory(username="ada", is_staff=True, is_superuser=True)
     client.force_login(admin)
     assert client.get(f"/jobs/{this.job_id}/differs/{other.job_id}/").status_code == 404
+
+
+def test_a_reruns_pinning_lines_are_not_a_difference_of_its_script(user, partitions, tmp_path, settings):
+    """The script a re-run renders (scratch work tree, paths' copies, environment rebuilt from the
+    lock) reads as its original's: those are compared as code and environment."""
+    from portal.environments.models import Environment
+    from portal.jobs.services.prepare import CodeTree, Pin, job_prepare
+    from portal.jobs.services.submission import job_create
+
+    settings.ENVIRONMENTS_DIR = str(tmp_path)
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py/gpuportal-env.lock").write_text("torch==2.14.1\n")
+    Environment.objects.create(name="py", title="Py", kind="python", path=str(tmp_path / "py"), kernel="py",
+                               healthy=True)
+    parameters = {"entrypoint": "proj/train.py", "data": "proj/data.bin", "environment": "py",
+                  "time_limit": 5, "args": "--seed 1"}
+
+    def stored(pin=None, **changed):
+        draft = job_prepare(user=user, template="pytorch-train", parameters={**parameters, **changed},
+                            pin=pin)
+        return job_create(user=user, draft=draft).provenance
+
+    original = stored()
+    rerun = stored(Pin(environment_lock="torch==2.14.0", environment_lock_sha256="b" * 64,
+                       code=(CodeTree(top="/home/alice/proj", commit="c" * 40, diff="+x\n"),)))
+    assert "worktree add" in rerun.script and "GPUPORTAL_RERUN=" in rerun.script  # what is left out
+    marks = {item.field: item.same for item in provenance_compare(original, rerun).fields}
+    assert marks["script"], "the scripts differ in more than the re-run's pins"
+    other = stored(args="--seed 2")
+    assert not {item.field: item.same for item in provenance_compare(original, other).fields}["script"]
