@@ -72,9 +72,9 @@ class Slurm:
             return rest_from_settings(runner, chosen, named)
         return cls(runner, named)
 
-    def _run(self, command: str, args: Sequence[str], *, as_user: str | None = None, **options: Any) -> str:
+    def _run(self, command: str, args: Sequence[str], **options: Any) -> str:
         """`command` on this adapter's cluster: `-M <name>` first where the portal fronts several."""
-        return self.runner.run(command, [*self._clusters(as_user), *args], as_user=as_user, **options)
+        return self.runner.run(command, [*self._clusters(options.get("as_user")), *args], **options)
 
     def _clusters(self, as_user: str | None) -> list[str]:
         """`-M <name>`, unless the cluster's own slurm.conf makes it the commands' default already. A
