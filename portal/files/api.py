@@ -5,6 +5,7 @@ policy, previews are JSON, and only raster images are served inline (sandboxed, 
 
 import base64
 import binascii
+import json
 import posixpath
 from collections.abc import Iterator
 
@@ -77,17 +78,15 @@ class FolderApi(APIView):
                    responses={200: FolderSerializer, **_REFUSED},
                    summary="A folder's entries (folders first), as you",
                    description="Links, devices and the like are listed by type, never followed or opened.")
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request) -> HttpResponse:
         query = _query(request, ListQuerySerializer)
-        folder = selectors.folder_list(user=request.user, root=query["root"], path=query["path"],
-                                       sort=query["sort"], descending=query["order"] == "desc",
-                                       contains=query["filter"])
-        # FolderSerializer's shape, built directly: a serializer per entry costs ~20 µs, 0.2 s for a
-        # folder of 10,000.
-        entries = [{"name": e.name, "type": e.type, "size": e.size, "mtime_ns": e.mtime_ns}
-                   for e in folder.entries]
-        return Response({"root": query["root"], "path": query["path"], "entries": entries,
-                         "truncated": folder.truncated})
+        listing = selectors.folder_json(user=request.user, root=query["root"], path=query["path"],
+                                        sort=query["sort"], descending=query["order"] == "desc",
+                                        contains=query["filter"])
+        # FolderSerializer's shape, as the helper wrote it (sorted, filtered): nothing per entry here,
+        # which cost ~40 ms of a 10,000-entry folder's answer.
+        place = json.dumps({"root": query["root"], "path": query["path"]}).encode()
+        return HttpResponse(place[:-1] + b", " + listing[1:], content_type="application/json")
 
 
 class StatApi(APIView):
