@@ -23,6 +23,7 @@ WRONG_TYPES = {
     "integer": [True, False, "5", "1.5", 1.5, [1], {"a": 1}],
     "number": [True, "1.5", "1e3", [1.5], {}],
     "boolean": ["true", "on", "1", 1, 0, ["true"]],
+    "array": ["a", 5, 1.5, True, {"a": "b"}, [1], [None]],  # of strings (a `paths` parameter)
 }
 # Paths a user may not give (not under their home, scratch or the data mount, or not written plainly),
 # as alice, whose home is /home/alice.

@@ -42,7 +42,7 @@ BUILTIN_PARAMETERS = ("partition", "time_limit", "environment", "modules", "inpu
 NUMBER_LIMIT = 2**31 - 1
 TYPES = ("integer", "number", "boolean", "string", "choice", "text", "arguments", "path", "paths")
 # Types whose value is text: "" is a value of theirs, not "not given".
-TEXT_TYPES = ("string", "choice", "text", "arguments", "path", "paths")
+TEXT_TYPES = ("string", "choice", "text", "arguments", "path")
 # A `paths` value's length: the inputs a job records (each hashed within the job's bounds).
 PATHS_MAX = 100
 
@@ -107,6 +107,8 @@ class Parameter:
         not parse stays text, which `clean` refuses with its usual message."""
         if self.type == "boolean":
             return text == "on"
+        if self.type == "paths":  # one a line
+            return [line.strip() for line in (text or "").splitlines() if line.strip()]
         if self.type in TEXT_TYPES:
             return text or ""
         return number_from_text(text, int if self.type == "integer" else float) if text else None
@@ -199,9 +201,7 @@ class Parameter:
         return value
 
     def _clean_paths(self, raw: Any) -> list[str]:
-        """A list of paths (the API), or one a line (the form's text); each as a `path`, once."""
-        if isinstance(raw, str):
-            raw = [line.strip() for line in raw.splitlines() if line.strip()]
+        """A list of paths (the form's text, one a line: `from_form`), each as a `path`, once."""
         if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
             raise ParameterInvalid("Must be a list of paths.")
         if len(raw) > PATHS_MAX:

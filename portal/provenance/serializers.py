@@ -46,7 +46,7 @@ class ResultRowSerializer(serializers.Serializer):
     same = serializers.BooleanField(help_text="Within 1e-6")
 
 
-class CurveSerializer(serializers.Serializer):
+class ProvenanceCurveSerializer(serializers.Serializer):
     job = serializers.IntegerField()
     run = serializers.CharField()
     tag = serializers.CharField()
@@ -67,7 +67,7 @@ class ProvenanceDiffSerializer(serializers.Serializer):
     packages = PackageRowSerializer(many=True, help_text="The environments' locks, changed first")
     inputs = InputRowSerializer(many=True)
     results = ResultRowSerializer(many=True)
-    curves = CurveSerializer(many=True, help_text="Both jobs' metric histories")
+    curves = ProvenanceCurveSerializer(many=True, help_text="Both jobs' metric histories")
 
 
 class SessionProvenanceSerializer(serializers.ModelSerializer):

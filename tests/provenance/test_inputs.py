@@ -51,8 +51,9 @@ def test_inputs_at_submit_are_recorded_with_the_path_parameters(token_client, pa
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
-    (["/etc/shadow"], "'/etc/shadow': "), ("proj/a\nproj/../../../etc", "'proj/../../../etc': "),
+    (["/etc/shadow"], "'/etc/shadow': "), (["proj/a", "proj/../../../etc"], "'proj/../../../etc': "),
     ([1], "Must be a list of paths."), ({"a": 1}, "Must be a list of paths."),
+    ("proj/a", "Must be a list of paths."),
     (["x"] * 101, "At most 100 paths."),
 ])
 def test_a_bad_input_is_a_400_naming_the_field(token_client, partitions, inputs, message):
