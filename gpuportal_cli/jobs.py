@@ -1,6 +1,7 @@
 """Batch jobs: templates, submit (--wait), jobs, job, logs (--follow), cancel."""
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,8 @@ def _coerce(value: str, schema: dict[str, Any]) -> Any:
         return value
     if kind == "boolean" and value.lower() in _TRUE | _FALSE:
         return value.lower() in _TRUE
+    if kind == "array":  # paths (`inputs`): comma-separated, or one a line (@FILE)
+        return [item.strip() for item in re.split(r"[,\n]", value) if item.strip()]
     return value
 
 

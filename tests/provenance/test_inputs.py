@@ -176,3 +176,11 @@ def test_log_inputs_keeps_a_dataset_per_run_name_and_digest(db):
                       status=400)["error_code"] == "INVALID_PARAMETER_VALUE"
     assert bob.post("runs/log-inputs", {"run_id": run_id, "datasets": [{"dataset": dataset}]},
                     status=404)["error_code"] == "RESOURCE_DOES_NOT_EXIST"
+
+
+def test_the_cli_sends_inputs_as_a_list():
+    from gpuportal_cli.jobs import parameters_of
+
+    schema = {"inputs": {"type": "array", "items": {"type": "string"}}}
+    assert parameters_of(("inputs=proj/a.bin, proj/set",), schema) == {"inputs": ["proj/a.bin", "proj/set"]}
+    assert parameters_of(("inputs=a\nb\n",), schema) == {"inputs": ["a", "b"]}  # @FILE, one a line
