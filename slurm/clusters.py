@@ -170,7 +170,11 @@ def clusters_from_settings() -> Clusters:
     def from_settings() -> Cluster:
         if settings.SLURM_ADAPTER not in ADAPTERS:
             raise ImproperlyConfigured(f"SLURM_ADAPTER: sudo or slurmrestd, not {settings.SLURM_ADAPTER!r}")
-        return Cluster(name="default", title="Cluster", default=True, adapter=settings.SLURM_ADAPTER,
+        if not _NAME.fullmatch(settings.SLURM_CLUSTER_NAME):
+            raise ImproperlyConfigured(f"SLURM_CLUSTER_NAME: {settings.SLURM_CLUSTER_NAME!r} is not a Slurm "
+                                       "ClusterName (lower-case letters, digits, '-' and '_')")
+        return Cluster(name=settings.SLURM_CLUSTER_NAME, title="Cluster", default=True,
+                       adapter=settings.SLURM_ADAPTER,
                        rest_url=settings.SLURM_REST_URL.rstrip("/"))
 
     try:

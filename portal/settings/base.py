@@ -199,6 +199,9 @@ SLURM_TOKEN_RENEW_SECONDS = env.int("SLURM_TOKEN_RENEW_SECONDS", default=120)
 # One TOML file per Slurm cluster the portal fronts (#38, slurm/clusters.py, docs/admin/adding-a-cluster.md),
 # root's and writable by root alone; read once per process. No file: one cluster, the SLURM_* settings'.
 CLUSTERS_DIR = env("CLUSTERS_DIR", default="/etc/gpuportal/clusters.d")
+# The name of the one cluster the SLURM_* settings make without a cluster file: Slurm's ClusterName,
+# which work records carry (Job.cluster) and keep when a site later adds cluster files.
+SLURM_CLUSTER_NAME = env("SLURM_CLUSTER_NAME", default="gpuportal")
 # The portal's own account (a Slurm Operator): slurmrestd reads and time limits go out as it.
 SLURM_OPERATOR_ACCOUNT = env("SLURM_OPERATOR_ACCOUNT", default="gpuportal")
 # The Slurm account the projects' accounts are made under (portal.projects). An administrator creates

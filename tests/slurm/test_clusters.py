@@ -97,13 +97,17 @@ def test_a_file_in_place_of_the_folder_or_one_the_portal_cannot_list_is_refused(
 def test_no_folder_or_an_empty_one_is_one_cluster_of_the_settings(tmp_path, settings):
     settings.CLUSTERS_DIR = str(tmp_path / "absent")
     settings.SLURM_ADAPTER, settings.SLURM_REST_URL = "slurmrestd", "http://rest.example:6820/"
+    settings.SLURM_CLUSTER_NAME = "site"
     clusters = clusters_from_settings()
     assert not clusters.several and clusters.default == Cluster(
-        name="default", title="Cluster", default=True, adapter="slurmrestd", rest_url="http://rest.example:6820")
+        name="site", title="Cluster", default=True, adapter="slurmrestd", rest_url="http://rest.example:6820")
     settings.CLUSTERS_DIR = str(folder(tmp_path))
     assert clusters_from_settings().all == (clusters.default,)
     settings.SLURM_ADAPTER = "rest"
     with pytest.raises(ImproperlyConfigured, match="SLURM_ADAPTER"):
+        clusters_from_settings()
+    settings.SLURM_ADAPTER, settings.SLURM_CLUSTER_NAME = "sudo", "Site B"
+    with pytest.raises(ImproperlyConfigured, match="SLURM_CLUSTER_NAME"):
         clusters_from_settings()
 
 
