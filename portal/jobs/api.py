@@ -117,7 +117,8 @@ class JobListCreateApi(ListAPIView):
                          name=data.validated_data.get("name") or None, idempotency_key=key,
                          request_digest=request_digest(data.validated_data),
                          notify_email=data.validated_data.get("notify_email"),
-                         account=data.validated_data.get("account", ""))
+                         account=data.validated_data.get("account", ""),
+                         cluster=data.validated_data.get("cluster", ""))
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
     def _post_batch(self, request: Request, key: str) -> Response:
@@ -135,7 +136,7 @@ class JobListCreateApi(ListAPIView):
             valid = data.validated_data
             requests.append(JobRequest(template=valid["template"], parameters=valid["parameters"],
                                        name=valid.get("name") or None, notify_email=valid.get("notify_email"),
-                                       account=valid.get("account", "")))
+                                       account=valid.get("account", ""), cluster=valid.get("cluster", "")))
         if not any(isinstance(item, JobRequest) for item in requests):
             # Not one item has a job's shape: the request is malformed as a whole, as for a single job.
             raise InvalidInput({"items": {str(index): item.fields for index, item in enumerate(requests)

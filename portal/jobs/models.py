@@ -7,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 
 from portal.core.versions import FollowedQuerySet
+from slurm.clusters import clusters_from_settings
 
 
 class JobState(models.TextChoices):
@@ -33,6 +34,11 @@ ACTIVE_STATES = (JobState.QUEUED_IN_PORTAL, *IN_SLURM_STATES)
 TERMINAL_STATES = tuple(state for state in JobState if state not in ACTIVE_STATES)
 
 
+def default_cluster() -> str:
+    """The default cluster's name (CLUSTERS_DIR, or SLURM_CLUSTER_NAME): where work naming none goes."""
+    return clusters_from_settings().default.name
+
+
 class Job(models.Model):
     # The key Slurm knows the job by (in its comment): unique across portal databases, so
     # reconciling a retried submission can never adopt another portal's job.
@@ -43,6 +49,9 @@ class Job(models.Model):
     parameters = models.JSONField(default=dict, help_text="Validated parameters, as rendered")
     script = models.TextField(help_text="Exactly what was given to sbatch")
 
+    # Slurm's ClusterName of the cluster the job runs on (slurm/clusters.py): its Slurm id is that
+    # cluster's, and only that cluster's poll cycle follows it.
+    cluster = models.CharField(max_length=40, default=default_cluster)
     partition = models.CharField(max_length=64)
     nodes = models.PositiveIntegerField(default=1)
     gpus_per_node = models.PositiveIntegerField(default=0)

@@ -49,6 +49,9 @@ class JobSubmitInputSerializer(serializers.Serializer):
         max_length=32, required=False, allow_blank=True,
         help_text="The Slurm account of one of your projects (GET /api/v1/projects/), charged and limited "
                   "by its GPU-hour budget; default: your default account")
+    cluster = fields.CharField(
+        max_length=40, required=False, allow_blank=True,
+        help_text="The name of a configured cluster (its Slurm ClusterName); default: the default cluster")
 
 
 class JobFilterSerializer(serializers.Serializer):
@@ -67,6 +70,7 @@ class JobSerializer(serializers.Serializer):
     user = serializers.CharField(source="user.username")
     state = serializers.ChoiceField(choices=JobState.choices)
     reason = serializers.CharField(help_text="Queue reason, or Slurm's rejection message")
+    cluster = serializers.CharField(help_text="The cluster it runs on; its Slurm job id is that cluster's")
     partition = serializers.CharField()
     nodes = serializers.IntegerField()
     gpus_per_node = serializers.IntegerField()

@@ -35,6 +35,7 @@ from portal.jobs.selectors import (
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_submit
 from portal.waits.selectors import waiting_get
+from slurm.clusters import clusters_from_settings
 
 PAGE_SIZE = 50
 
@@ -114,7 +115,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         values = {p.name: p.from_form(request.POST.get(p.name)) for p in template.parameters}
         name = request.POST.get("name", "")
-        account = request.POST.get("account", "")
+        account, cluster = request.POST.get("account", ""), request.POST.get("cluster", "")
         try:
             job_uuid = uuid.UUID(request.POST.get("uuid", ""))
         except ValueError:
@@ -123,17 +124,17 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
             if request.POST.get("action") == "submit":
                 job = job_submit(user=request.user, template=slug, parameters=values, name=name or None,
                                  job_uuid=job_uuid, notify_email=request.POST.get("notify_email") == "on",
-                                 account=account)
+                                 account=account, cluster=cluster)
                 messages.info(request, f"Job {job.name} submitted: {job.get_state_display().lower()}.")
                 return redirect("jobs:detail", job_id=job.pk)
             preview = job_prepare(user=request.user, template=slug, parameters=values, name=name or None,
-                                  job_uuid=job_uuid, account=account).script
+                                  job_uuid=job_uuid, account=account, cluster=cluster).script
         except InvalidInput as invalid:
             errors = invalid.fields
     else:
         job_uuid = uuid.uuid4()
         values = {p.name: p.default for p in template.parameters}
-        name, account = template.slug, ""
+        name, account, cluster = template.slug, "", ""
         # A clone, a preset's link, or the user's last job of this template (which the form says).
         if start := job_compose_initial(user=request.user, template=template, query=request.GET):
             values.update({k: v for k, v in start.values.items() if template.parameter(k)})
@@ -155,6 +156,9 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         "gpu_field": template.gpus_per_node if isinstance(template.gpus_per_node, str) else "",
         "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
         "account": account, "last_submitted_at": last_submitted_at,
+        # A picker only where there is a choice: a one-cluster site's form is as before.
+        "clusters": clusters.all if (clusters := clusters_from_settings()).several else (),
+        "cluster": cluster,
     })
 
 

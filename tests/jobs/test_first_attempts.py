@@ -53,7 +53,7 @@ class StubSlurm:
 @pytest.fixture
 def stub(monkeypatch):
     slurm = StubSlurm()
-    monkeypatch.setattr("portal.jobs.services.submission.Slurm.from_settings", lambda: slurm)
+    monkeypatch.setattr("portal.jobs.services.submission.Slurm.from_settings", lambda cluster=None: slurm)
     monkeypatch.setattr("portal.jobs.services.submission.job_output_dir_ensure", lambda **kwargs: None)
     return slurm
 

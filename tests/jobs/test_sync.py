@@ -186,7 +186,7 @@ def test_waiting_job_unknown_to_slurm_is_resubmitted_once(monkeypatch):
     job = _waiting()
     fake = FakeSlurm()
     # The cycle hands it to its own task (run inline here), which asks the adapter the settings name.
-    monkeypatch.setattr("portal.jobs.services.submission.Slurm.from_settings", lambda: fake)
+    monkeypatch.setattr("portal.jobs.services.submission.Slurm.from_settings", lambda cluster=None: fake)
     report = jobs_sync(queue=[], slurm=fake, queried_at=NOW)
     job.refresh_from_db()
     assert report.resubmitted == 1 and fake.submitted == [job.slurm_comment]

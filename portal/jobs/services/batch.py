@@ -43,6 +43,7 @@ class JobRequest:
     name: str | None = None
     notify_email: bool | None = None
     account: str = ""
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def jobs_submit_batch(*, user: User, items: Sequence[JobRequest | PortalError], 
             continue
         try:
             prepared.append(job_prepare(user=user, template=item.template, parameters=item.parameters,
-                                        name=item.name, account=item.account, policy=policy))
+                                        name=item.name, account=item.account, cluster=item.cluster,
+                                        policy=policy))
         except PortalError as error:
             prepared.append(error)
     drafts = [(draft, item.notify_email) for draft, item in zip(prepared, items, strict=True)
@@ -94,7 +96,7 @@ def jobs_store(*, user: User, drafts: Sequence[tuple[JobDraft, bool | None]]) ->
     at once, and queue their first sbatch in one task once the transaction commits."""
     now = db_now()  # due on the database's clock, the one every lease and retry is compared on
     jobs = Job.objects.bulk_create([Job(
-        uuid=draft.uuid, user=user, name=draft.name, template=draft.template.slug,
+        uuid=draft.uuid, user=user, cluster=draft.cluster, name=draft.name, template=draft.template.slug,
         parameters=draft.values, script=draft.script, partition=draft.partition.name, nodes=draft.nodes,
         gpus_per_node=draft.gpus_per_node, cpus_per_node=draft.cpus_per_node,
         mem_mb_per_node=draft.mem_mb_per_node, time_limit=draft.time_limit, output_dir=draft.output_dir,

@@ -29,6 +29,7 @@ from portal.jobs.selectors import PartitionLimits, partition_limits_list
 from portal.policy.rules import Policy, job_limits_check
 from portal.policy.services import policy_current, user_groups
 from portal.projects.selectors import user_projects
+from slurm.clusters import clusters_from_settings
 from slurm.parsing import format_duration
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+-]{0,63}$")
@@ -52,6 +53,7 @@ class JobDraft:
     output_dir: str
     script: str
     account: str = ""  # a project's Slurm account (#SBATCH --account); '' for the user's default
+    cluster: str = ""  # the configured cluster it goes to (slurm/clusters.py), by name
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def unix_account(username: str) -> pwd.struct_passwd:
 
 
 def job_prepare(*, user: User, template: str, parameters: Any, name: str | None = None,
-                job_uuid: uuid.UUID | None = None, account: str = "",
+                job_uuid: uuid.UUID | None = None, account: str = "", cluster: str = "",
                 policy: Policy | None = None, pin: Pin | None = None) -> JobDraft:
     """Validate everything and render the script; raises InvalidInput and never calls Slurm.
 
@@ -141,6 +143,9 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
                                        "GET /api/v1/environments/ lists those you can use."]
     if account and not user_projects(user=user).filter(slurm_account=account).exists():
         errors["account"] = [f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."]
+    clusters = clusters_from_settings()
+    if cluster and cluster not in (names := [known.name for known in clusters.all]):
+        errors["cluster"] = [f"Unknown cluster {cluster!r}; configured: {', '.join(names)}."]
     if problems:
         errors["parameters"] = problems
     if errors:
@@ -154,7 +159,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         uuid=job_uuid, template=found, name=name, values=values, partition=partition, nodes=nodes,
         gpus_per_node=gpus, cpus_per_node=partition.cpus(gpus), mem_mb_per_node=partition.mem_mb(gpus),
         time_limit=timedelta(minutes=values["time_limit"]), output_dir=output_dir, script="",
-        account=slurm_account,
+        account=slurm_account, cluster=clusters.get(cluster or None).name,
     )
     job_dir = f"{output_dir}/job-{job_uuid}"
     inputs = _inputs(found, values)

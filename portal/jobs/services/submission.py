@@ -58,7 +58,8 @@ logger = logging.getLogger(__name__)
 
 def job_submit(*, user: User, template: str, parameters: Any, name: str | None = None,
                job_uuid: uuid.UUID | None = None, idempotency_key: str = "",
-               request_digest: str = "", notify_email: bool | None = None, account: str = "") -> Job:
+               request_digest: str = "", notify_email: bool | None = None, account: str = "",
+               cluster: str = "") -> Job:
     """Validate and store the job, then queue its first sbatch in Celery; returns at once.
 
     With an idempotency key, a repeated request returns the job the first one created."""
@@ -71,7 +72,7 @@ def job_submit(*, user: User, template: str, parameters: Any, name: str | None =
             raise Conflict("This form was already used; open New job again.", code="job_uuid_taken")
         return same
     draft = job_prepare(user=user, template=template, parameters=parameters, name=name, job_uuid=job_uuid,
-                        account=account)
+                        account=account, cluster=cluster)
     try:
         job = job_create(user=user, draft=draft, idempotency_key=idempotency_key,
                          request_digest=request_digest, notify_email=notify_email)
@@ -91,7 +92,7 @@ def job_create(*, user: User, draft: JobDraft, idempotency_key: str = "", reques
     now = db_now()  # due on the database's clock, the one every lease and retry is compared on
     with transaction.atomic():  # the job and what the apps above make of it (its MLflow run), or neither
         job = Job.objects.create(
-            uuid=draft.uuid, user=user, name=draft.name, template=draft.template.slug,
+            uuid=draft.uuid, user=user, cluster=draft.cluster, name=draft.name, template=draft.template.slug,
             parameters=draft.values, script=draft.script, partition=draft.partition.name, nodes=draft.nodes,
             gpus_per_node=draft.gpus_per_node, cpus_per_node=draft.cpus_per_node,
             mem_mb_per_node=draft.mem_mb_per_node, time_limit=draft.time_limit, output_dir=draft.output_dir,
@@ -117,8 +118,9 @@ def jobs_submit_first_attempts(*, job_ids: Sequence[int]) -> None:
     if slurm_known_down():
         Job.objects.filter(pk__in=job_ids, state=JobState.QUEUED_IN_PORTAL).update(reason=SLURM_DOWN_REASON)
         return
-    if jobs := jobs_claim(job_ids=job_ids):
-        jobs_sbatch(jobs=jobs, slurm=Slurm.from_settings())
+    jobs = jobs_claim(job_ids=job_ids)
+    for cluster in dict.fromkeys(job.cluster for job in jobs):  # each cluster's jobs to its own Slurm
+        jobs_sbatch(jobs=[job for job in jobs if job.cluster == cluster], slurm=Slurm.from_settings(cluster))
 
 
 def jobs_claim(*, job_ids: Sequence[int]) -> list[Job]:
@@ -139,7 +141,7 @@ def job_claim(*, job_id: int) -> Job | None:
 
 def job_submit_attempt(*, job: Job, slurm: Slurm | None = None) -> Job:
     """One sbatch for a job whose lease the caller holds (`job_claim`)."""
-    jobs_sbatch(jobs=[job], slurm=slurm or Slurm.from_settings())
+    jobs_sbatch(jobs=[job], slurm=slurm or Slurm.from_settings(job.cluster))
     job.refresh_from_db()
     return job
 
@@ -268,7 +270,7 @@ def job_cancel(*, job: Job, slurm: Slurm | None = None) -> Job:
         raise Unavailable("Slurm is unreachable, so the job was not cancelled; try again.",
                           code="slurm_unavailable")
     try:
-        (slurm or Slurm.from_settings()).cancel(job_id=job.slurm_job_id, user=job.user.username)
+        (slurm or Slurm.from_settings(job.cluster)).cancel(job_id=job.slurm_job_id, user=job.user.username)
     except SlurmUnreachable as error:
         raise Unavailable(f"Slurm is unreachable, so the job was not cancelled; try again. ({error.message})",
                           code="slurm_unavailable") from error
