@@ -4,8 +4,12 @@ from django.db import models
 
 
 class PollStatus(models.Model):
-    """A single row: when Slurm and JupyterHub were last asked by the poll cycle, and whether they
-    answered. Pages and the API say how current the state they show is from this."""
+    """When Slurm and JupyterHub were last asked by the poll cycle, and whether they answered. Pages
+    and the API say how current the state they show is from this. Row 1 is the default cluster's
+    (its cycle also asks the hub); each other cluster's cycle (#38) keeps a row of its own."""
+
+    # The cluster's name for a cluster other than the default; '' on row 1, the default cluster's.
+    cluster = models.CharField(max_length=40, blank=True, default="")
 
     checked_at = models.DateTimeField(null=True)
     refreshed_at = models.DateTimeField(null=True, help_text="Last successful refresh")
@@ -16,14 +20,19 @@ class PollStatus(models.Model):
     hub_refreshed_at = models.DateTimeField(null=True, help_text="When JupyterHub last listed its servers")
     hub_error = models.TextField(blank=True, help_text="Why the hub's last listing failed; empty if not")
 
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster"], name="uniq_pollstatus_cluster")]
+
     def __str__(self) -> str:
         return f"checked {self.checked_at}, refreshed {self.refreshed_at}"
 
     @classmethod
-    def get(cls) -> "PollStatus":
-        """The row (a migration creates it), or an unsaved one that knows nothing yet: reading it never
-        writes, whoever reads it first; the poll cycle saves it."""
-        return cls.objects.filter(pk=1).first() or cls(pk=1)
+    def get(cls, cluster: str = "") -> "PollStatus":
+        """The row of `cluster` ('': the default one's, which a migration creates), or an unsaved one
+        that knows nothing yet: reading it never writes, whoever reads it first; the cycle saves it."""
+        if not cluster:
+            return cls.objects.filter(pk=1).first() or cls(pk=1)
+        return cls.objects.filter(cluster=cluster).first() or cls(cluster=cluster)
 
 
 class Partition(models.Model):

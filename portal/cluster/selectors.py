@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from portal.cluster.models import Node, Partition, PollStatus
 from portal.lifecycle.work import db_in
+from slurm.clusters import clusters_from_settings
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,21 @@ def cluster_overview() -> ClusterOverview:
     )
 
 
-def slurm_known_down() -> bool:
-    """The last poll found Slurm unreachable: leave submissions to the cycle that sees it back,
-    rather than tie up every worker in sbatch timeouts. Recent on the database's clock, the one
-    `checked_at` is written on."""
+def poll_status_key(cluster: str | None) -> str:
+    """PollStatus's key of a cluster named by its name: '' for the default one (None too)."""
+    return "" if cluster is None or cluster == clusters_from_settings().default.name else cluster
+
+
+def cluster_poll_status(cluster: str | None) -> PollStatus:
+    """How current what the portal knows of `cluster` (None: the default one) is: its cycle's row."""
+    return PollStatus.get(poll_status_key(cluster))
+
+
+def slurm_known_down(cluster: str | None = None) -> bool:
+    """The last poll of `cluster` (None: the default one) found Slurm unreachable: leave submissions
+    to the cycle that sees it back, rather than tie up every worker in sbatch timeouts. Recent on the
+    database's clock, the one `checked_at` is written on."""
     recent = db_in(-2 * settings.SLURM_POLL_SECONDS)
-    return PollStatus.objects.filter(pk=1, checked_at__gt=recent).exclude(error="").exists()
+    key = poll_status_key(cluster)
+    rows = PollStatus.objects.filter(pk=1) if not key else PollStatus.objects.filter(cluster=key)
+    return rows.filter(checked_at__gt=recent).exclude(error="").exists()

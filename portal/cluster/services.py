@@ -42,6 +42,26 @@ def cluster_refresh(*, slurm: Slurm) -> tuple[PollStatus, list[QueuedJob] | None
     return status, queue.rows
 
 
+def cluster_queue_refresh(*, slurm: Slurm, cluster: str) -> tuple[PollStatus, list[QueuedJob] | None]:
+    """A cluster other than the default one (#38): its queue (one `squeue`), for its jobs, and its
+    own status row; None for the queue when it did not answer. The stored partitions and nodes stay
+    the default cluster's (cluster_refresh)."""
+    status = PollStatus.get(cluster)
+    status.checked_at = db_now()
+    try:
+        queue = slurm.queue(finished=True)
+    except SlurmError as error:
+        logger.warning("Slurm poll of %s failed: %s", cluster, error.message)
+        status.error = error.message or "Slurm did not answer."
+        status.save()
+        return status, None
+    status.refreshed_at, status.error = status.checked_at, ""
+    status.malformed_rows = queue.malformed
+    status.malformed_total += queue.malformed
+    status.save()
+    return status, queue.rows
+
+
 @transaction.atomic
 def cluster_snapshot_store(*, nodes: list[NodeInPartition], queue: list[QueuedJob]) -> None:
     """Replace the stored partitions, nodes and queue with what Slurm just said."""

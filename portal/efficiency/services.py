@@ -20,6 +20,7 @@ from portal.efficiency.models import Efficiency
 from portal.efficiency.tasks import efficiency_mails
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import TERMINAL_STATES, Job, JobState
+from portal.jobs.selectors import jobs_on_cluster_of
 from portal.notifications.tasks import admin_notice
 from portal.sessions.models import Session
 from slurm import states
@@ -48,7 +49,7 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
     """Record the work due (ended within EFFICIENCY_LOOKBACK_HOURS, no record yet, the oldest
     EFFICIENCY_PER_CYCLE first) from one `slurm.efficiency` call; returns how many were written.
     SlurmError propagates: nothing is written, everything is due again next cycle."""
-    jobs, sessions = _due(now)
+    jobs, sessions = _due(now, slurm)
     if not jobs and not sessions:
         return 0
     ids = [job.slurm_job_id for job in jobs] + [session.job_id for session in sessions]
@@ -69,10 +70,11 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
     return len(records)
 
 
-def _due(now: datetime) -> tuple[list[Job], list[Session]]:
+def _due(now: datetime, slurm: Slurm) -> tuple[list[Job], list[Session]]:
+    """The work due; jobs of `slurm`'s cluster alone (their ids are its own)."""
     since, limit = now - timedelta(hours=settings.EFFICIENCY_LOOKBACK_HOURS), settings.EFFICIENCY_PER_CYCLE
-    jobs = list(Job.objects.filter(state__in=_ENDED_STATES, ended_at__gte=since, started_at__isnull=False,
-                                   efficiency__isnull=True)
+    jobs = list(Job.objects.filter(jobs_on_cluster_of(slurm), state__in=_ENDED_STATES, ended_at__gte=since,
+                                   started_at__isnull=False, efficiency__isnull=True)
                 .exclude(slurm_job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
     sessions = list(Session.objects.filter(ended_at__gte=since, started_at__isnull=False,
                                                   efficiency__isnull=True)

@@ -13,4 +13,4 @@ class JobsConfig(AppConfig):
         catalog()
         from portal.jobs.services.sync import jobs_follow
         from portal.lifecycle.kinds import Kind, kind_register
-        kind_register(Kind("jobs", jobs_follow, order=20))
+        kind_register(Kind("jobs", jobs_follow, order=20, every_cluster=True))

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from portal.cluster.models import PollStatus
+from portal.cluster.selectors import cluster_poll_status
 from portal.core.converters import id_or_none
 from portal.core.csv_cells import csv_cell
 from portal.core.errors import Conflict, InvalidInput
@@ -167,7 +168,8 @@ def job_detail_view(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_or_404(request, job_id)
     metrics = job_metrics_list(job=job)
     waiting = waiting_get(job_id=job.slurm_job_id) if job.state == JobState.PENDING else None
-    return render(request, "jobs/detail.html", {"job": job, "poll": PollStatus.get(), "metrics": metrics,
+    return render(request, "jobs/detail.html", {"job": job, "poll": cluster_poll_status(job.cluster),
+                                                "metrics": metrics,
                                                 "metrics_chart": job_metrics_chart(metrics=metrics),
                                                 "waiting": waiting})
 

@@ -57,6 +57,9 @@ class Kind:
     # Once the queue is followed, steps that can wait for the next cycle when the cycle's time budget
     # is spent, each with its name in the cycle's report; only when Slurm answered.
     later: tuple[tuple[str, Callable[[Cycle], Any]], ...] = ()
+    # Whether its work runs on any configured cluster (#38): each other cluster's cycle follows its
+    # queue too; otherwise only the default cluster's cycle follows it.
+    every_cluster: bool = False
 
 
 _KINDS: dict[str, Kind] = {}

@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from portal.cluster.models import PollStatus
-from portal.cluster.services import cluster_refresh
+from portal.cluster.services import cluster_queue_refresh, cluster_refresh
 from portal.core.locks import advisory_lock
 from portal.core.versions import cluster_changed
 from portal.efficiency.services import efficiency_record
@@ -68,6 +68,24 @@ def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
             logger.info("poll cycle skipped: another one is running")
             return CycleReport()
         return _cycle(slurm or Slurm.from_settings())
+
+
+def cluster_poll_cycle(*, cluster: str, slurm: Slurm | None = None) -> CycleReport:
+    """The cycle of a cluster other than the default one (#38), on its own lock: its queue (one
+    `squeue`), followed by the kinds whose work runs on any cluster (jobs), and at most one `sacct`;
+    its own PollStatus row says how current it is. A cluster that does not answer holds up no other:
+    its jobs keep their states and its submissions wait in the portal."""
+    with advisory_lock(f"{LOCK}:{cluster}") as held:
+        if not held:
+            logger.info("poll cycle of %s skipped: another one is running", cluster)
+            return CycleReport()
+        slurm = slurm or Slurm.from_settings(cluster)
+        status, queue = cluster_queue_refresh(slurm=slurm, cluster=cluster)
+        if queue is None:
+            return CycleReport(ran=True, status=status)
+        report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm, every_cluster=True)
+        report.status = status
+        return report
 
 
 def _cycle(slurm: Slurm) -> CycleReport:
@@ -119,11 +137,14 @@ def _cycle(slurm: Slurm) -> CycleReport:
     return report
 
 
-def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> CycleReport:
-    """Every registered kind of work follows this cycle's queue; one `sacct` settles what left it
-    and finds due submissions by comment. If sacct fails, nothing that needed it changes."""
+def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm,
+                 every_cluster: bool = False) -> CycleReport:
+    """Every registered kind of work (`every_cluster`: those that run on any cluster) follows this
+    cycle's queue; one `sacct` settles what left it and finds due submissions by comment. If sacct
+    fails, nothing that needed it changes."""
     report = CycleReport(ran=True)
-    followed = {kind.name: kind.follow(queue, queried_at, slurm) for kind in kinds()}
+    followed = {kind.name: kind.follow(queue, queried_at, slurm) for kind in kinds()
+                if kind.every_cluster or not every_cluster}
     report.kinds = {name: one.report for name, one in followed.items()}
     waiting = [one for one in followed.values() if one.waiting]
     if not waiting:

@@ -197,7 +197,7 @@ def test_the_day_sums_follow_the_records_inserted_and_deleted(monkeypatch):
     first, second = ended_job(user=user), ended_job(user=user, minutes_ago=2)
     slurm = FakeSlurm(jobs={job.slurm_job_id: figures(job.slurm_job_id) for job in (first, second)})
     # Another cycle recorded the first job meanwhile: its conflicting row is skipped, and not added twice.
-    monkeypatch.setattr("portal.efficiency.services._due", lambda now: ([first, second], []))
+    monkeypatch.setattr("portal.efficiency.services._due", lambda now, slurm: ([first, second], []))
     efficiency_record(slurm=FakeSlurm(jobs={first.slurm_job_id: figures(first.slurm_job_id)}), now=NOW)
     assert efficiency_record(slurm=slurm, now=NOW) == 2
     [day] = EfficiencyDay.objects.filter(user=user)

@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.jobs.models import ACTIVE_STATES, IN_SLURM_STATES, Job, JobState
+from portal.jobs.selectors import jobs_on_cluster_of
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected
 
@@ -33,11 +34,15 @@ def jobs_of_inactive_end(*, reason: str, user_id: int | None = None, slurm: Slur
     # Once a cycle at most: one scancel'ed already is waiting for Slurm to let it go.
     unasked = Q(cancel_requested_at__isnull=True) | Q(
         cancel_requested_at__lt=now - timedelta(seconds=settings.SLURM_POLL_SECONDS))
-    in_slurm = list(jobs.filter(unasked, state__in=IN_SLURM_STATES).exclude(slurm_job_id=""))
-    slurm = slurm or Slurm.from_settings()
+    # The poll cycle's adapter cancels its own cluster's jobs; without one, each job's cluster's.
+    in_slurm = list(jobs.filter(unasked, jobs_on_cluster_of(slurm) if slurm else Q(),
+                                state__in=IN_SLURM_STATES).exclude(slurm_job_id=""))
+    adapters = {} if slurm is None else {job.cluster: slurm for job in in_slurm}
     for job in in_slurm:
+        if job.cluster not in adapters:
+            adapters[job.cluster] = Slurm.from_settings(job.cluster)
         try:
-            slurm.cancel_as_operator(job_id=job.slurm_job_id)
+            adapters[job.cluster].cancel_as_operator(job_id=job.slurm_job_id)
         except SlurmRejected as error:  # it ended meanwhile: the poll records how
             logger.info("job %s: scancel %s refused: %s", job.pk, job.slurm_job_id, error.message)
         Job.objects.filter(pk=job.pk, state__in=IN_SLURM_STATES).update(cancel_requested_at=now,

@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -115,19 +115,22 @@ def jobs_submit_first_attempts(*, job_ids: Sequence[int]) -> None:
     """The first sbatch of each job just stored (one, a batch or a sweep), in one task. Whatever goes
     wrong, a job stays due in the portal and the poll cycle submits it (after looking for it in
     Slurm by its UUID)."""
-    if slurm_known_down():
-        Job.objects.filter(pk__in=job_ids, state=JobState.QUEUED_IN_PORTAL).update(reason=SLURM_DOWN_REASON)
-        return
-    jobs = jobs_claim(job_ids=job_ids)
+    clusters = set(Job.objects.filter(pk__in=job_ids).values_list("cluster", flat=True))
+    if down := {cluster for cluster in clusters if slurm_known_down(cluster)}:
+        Job.objects.filter(pk__in=job_ids, cluster__in=down, state=JobState.QUEUED_IN_PORTAL).update(
+            reason=SLURM_DOWN_REASON)
+    jobs = jobs_claim(job_ids=job_ids, exclude_clusters=down)
     for cluster in dict.fromkeys(job.cluster for job in jobs):  # each cluster's jobs to its own Slurm
         jobs_sbatch(jobs=[job for job in jobs if job.cluster == cluster], slurm=Slurm.from_settings(cluster))
 
 
-def jobs_claim(*, job_ids: Sequence[int]) -> list[Job]:
-    """Take the lease on each due job of an active user, just before their sbatch; the jobs won
-    (none that anybody else holds or that left the portal's queue), in the order stored."""
+def jobs_claim(*, job_ids: Sequence[int], exclude_clusters: Collection[str] = ()) -> list[Job]:
+    """Take the lease on each due job of an active user (none of `exclude_clusters`), just before
+    their sbatch; the jobs won (none that anybody else holds or that left the portal's queue), in the
+    order stored."""
     won, lease = lease_claim_many(
-        Job.objects.filter(pk__in=job_ids, state=JobState.QUEUED_IN_PORTAL, user__is_active=True),
+        Job.objects.filter(pk__in=job_ids, state=JobState.QUEUED_IN_PORTAL, user__is_active=True).exclude(
+            cluster__in=exclude_clusters),
         seconds=settings.JOBS_SUBMIT_LEASE_SECONDS, submit_attempts=F("submit_attempts") + 1)
     jobs = list(Job.objects.select_related("user").filter(pk__in=won).order_by("pk"))
     for job in jobs:
@@ -266,7 +269,7 @@ def job_cancel(*, job: Job, slurm: Slurm | None = None) -> Job:
         if job.state == JobState.CANCELLED and job.cancel_requested_at:
             return job
         raise Conflict(f"The job is already {job.get_state_display().lower()}.", code="job_ended")
-    if slurm_known_down():  # answer at once rather than hold a web worker for scancel's timeout
+    if slurm_known_down(job.cluster):  # answer at once rather than hold a web worker for scancel's timeout
         raise Unavailable("Slurm is unreachable, so the job was not cancelled; try again.",
                           code="slurm_unavailable")
     try:

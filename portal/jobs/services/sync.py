@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
 from portal.jobs.models import IN_SLURM_STATES, TERMINAL_STATES, Job, JobState
+from portal.jobs.selectors import jobs_on_cluster_of
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
 from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import COMMENT_PREFIX
@@ -103,8 +104,8 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
             by_comment.setdefault(row.comment, []).append(row)
     unsettled = JobsUnsettled(queried_at=queried_at)
     live = []
-    active = Job.objects.filter(state__in=IN_SLURM_STATES).select_related("user").defer("script",
-                                                                                     "parameters")
+    active = Job.objects.filter(jobs_on_cluster_of(slurm), state__in=IN_SLURM_STATES).select_related(
+        "user").defer("script", "parameters")
     for job in active:
         if job.slurm_comment in by_comment:
             _duplicates_cancel(job, by_comment[job.slurm_comment], slurm, report)
@@ -122,7 +123,8 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
         transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
 
     # Due on the database's clock, as every lease and retry time is set (portal.lifecycle.work).
-    for job in Job.objects.filter(due(), state=JobState.QUEUED_IN_PORTAL).select_related("user"):
+    for job in Job.objects.filter(due(), jobs_on_cluster_of(slurm), state=JobState.QUEUED_IN_PORTAL
+                                  ).select_related("user"):
         if found := rows_of(by_comment.get(job.slurm_comment, []), comment=job.slurm_comment,
                             user=job.user.username):
             report.adopted += _adopt(job, found[0].job_id)

@@ -1,0 +1,127 @@
+"""One poll cycle per cluster (#38), Slurm stubbed at the adapter: a cluster's cycle follows its own
+jobs alone (two clusters' Slurm ids may coincide), only the kinds whose work runs on any cluster,
+on its own lock, and keeps its own staleness: a cluster that does not answer leaves the default
+one's status, and its submissions, alone. The real thing: tests/jobs/test_job_cluster_real.py."""
+
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from portal.cluster.models import PollStatus
+from portal.cluster.selectors import cluster_poll_status, slurm_known_down
+from portal.jobs.models import Job, JobState
+from portal.poll.cycle import LOCK, cluster_poll_cycle
+from slurm.errors import SlurmUnreachable
+from slurm.parsing import AccountedJob, Parsed, QueuedJob
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def two_clusters(tmp_path, settings):
+    folder = tmp_path / "clusters.d"
+    folder.mkdir()
+    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
+    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
+    settings.CLUSTERS_DIR = str(folder)
+
+
+@dataclass
+class FakeSlurm:
+    cluster: str
+    rows: list = field(default_factory=list)
+    accounted: list = field(default_factory=list)
+    error: Exception | None = None
+    calls: list = field(default_factory=list)
+
+    def queue(self, *, finished=False):
+        self.calls.append("squeue")
+        if self.error:
+            raise self.error
+        return Parsed(rows=self.rows)
+
+    def accounting(self, **query):
+        self.calls.append(("sacct", query))
+        return Parsed(rows=self.accounted)
+
+
+def _row(job_id: str, state: str, comment: str) -> QueuedJob:
+    return QueuedJob(job_id=job_id, partition="gpu", state=state, user="alice", reason="", node_count=1,
+                     cpus=8, tres_per_node="", nodes="b-node1",
+                     start_time=datetime(2026, 11, 29, 9, tzinfo=UTC), end_time=None,
+                     time_limit=timedelta(hours=1), comment=comment, name="x")
+
+
+def _accounted(job_id: str, state: str) -> AccountedJob:
+    return AccountedJob(job_id=job_id, state=state, exit_code=0, exit_signal=0,
+                        submit_time=datetime(2026, 11, 29, 8, tzinfo=UTC),
+                        start_time=datetime(2026, 11, 29, 9, tzinfo=UTC),
+                        end_time=datetime(2026, 11, 29, 9, 30, tzinfo=UTC), elapsed_seconds=1800,
+                        nodes="b-node1", gpus=0, reason="None", comment="", submit_line="", partition="gpu",
+                        user="alice")
+
+
+def _running(cluster: str) -> Job:
+    return JobFactory(cluster=cluster, state=JobState.PENDING, slurm_job_id="7",
+                      slurm_submitted_at=timezone.now() - timedelta(minutes=5))
+
+
+def test_a_clusters_cycle_follows_its_own_jobs_alone_with_the_same_slurm_id():
+    ours, default = _running("cluster-b"), _running("gpuportal")
+    slurm = FakeSlurm("cluster-b", rows=[_row("7", "RUNNING", ours.slurm_comment)])
+    report = cluster_poll_cycle(cluster="cluster-b", slurm=slurm)
+    assert report.ran and set(report.kinds) == {"jobs"} and slurm.calls == ["squeue"]
+    ours.refresh_from_db()
+    default.refresh_from_db()
+    assert (ours.state, default.state) == (JobState.RUNNING, JobState.PENDING)
+    # It left cluster-b's queue: cluster-b's sacct settles it; the default cluster's job 7 stays.
+    slurm = FakeSlurm("cluster-b", accounted=[_accounted("7", "COMPLETED")])
+    cluster_poll_cycle(cluster="cluster-b", slurm=slurm)
+    assert slurm.calls == ["squeue", ("sacct", {"job_ids": ["7"]})]
+    assert Job.objects.get(pk=ours.pk).state == JobState.COMPLETED
+    assert Job.objects.get(pk=default.pk).state == JobState.PENDING
+
+
+def test_a_cluster_that_does_not_answer_is_stale_alone():
+    job = _running("cluster-b")
+    PollStatus.objects.filter(pk=1).update(checked_at=timezone.now(), refreshed_at=timezone.now(), error="")
+    report = cluster_poll_cycle(cluster="cluster-b",
+                                slurm=FakeSlurm("cluster-b", error=SlurmUnreachable("no answer")))
+    assert report.ran and report.status.error == "no answer" and report.status.cluster == "cluster-b"
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING
+    assert slurm_known_down("cluster-b") and not slurm_known_down("gpuportal") and not slurm_known_down()
+    assert cluster_poll_status("cluster-b").error == "no answer" and cluster_poll_status("gpuportal").pk == 1
+    assert PollStatus.get().error == ""
+    # Back: its own row says so.
+    cluster_poll_cycle(cluster="cluster-b", slurm=FakeSlurm("cluster-b", rows=[]))
+    assert not slurm_known_down("cluster-b") and PollStatus.objects.count() == 2
+
+
+def test_each_cluster_has_its_own_lock():
+    db = settings.DATABASES["default"]
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"],
+                         dbname=connection.settings_dict["NAME"], autocommit=True) as other:
+        # Another worker runs the default cluster's cycle: cluster-b's runs all the same.
+        other.execute("SELECT pg_advisory_lock(%s)", [zlib.crc32(LOCK.encode())])
+        assert cluster_poll_cycle(cluster="cluster-b", slurm=FakeSlurm("cluster-b")).ran
+        # ... and one of cluster-b's: this one does nothing.
+        other.execute("SELECT pg_advisory_lock(%s)", [zlib.crc32(f"{LOCK}:cluster-b".encode())])
+        slurm = FakeSlurm("cluster-b")
+        assert not cluster_poll_cycle(cluster="cluster-b", slurm=slurm).ran and slurm.calls == []
+
+
+def test_beat_runs_the_default_cycle_and_queues_each_other_clusters(monkeypatch):
+    from portal.poll import tasks
+
+    queued: list[str] = []
+    monkeypatch.setattr(tasks.cluster_poll_cycle, "delay", queued.append)
+    monkeypatch.setattr(tasks, "poll_cycle_run", lambda: queued.append("default"))
+    tasks.poll_cycle()
+    assert queued == ["cluster-b", "default"]
