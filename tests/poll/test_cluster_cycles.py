@@ -16,6 +16,7 @@ from django.utils import timezone
 from portal.cluster.models import PollStatus
 from portal.cluster.selectors import cluster_poll_status, slurm_known_down
 from portal.jobs.models import Job, JobState
+from portal.poll import cycle
 from portal.poll.cycle import LOCK, cluster_poll_cycle
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import AccountedJob, Parsed, QueuedJob
@@ -125,3 +126,20 @@ def test_beat_runs_the_default_cycle_and_queues_each_other_clusters(monkeypatch)
     monkeypatch.setattr(tasks, "poll_cycle_run", lambda: queued.append("default"))
     tasks.poll_cycle()
     assert queued == ["cluster-b", "default"]
+
+
+def test_the_command_runs_each_clusters_cycle(monkeypatch, capsys):
+    from django.core.management import call_command
+
+    from portal.poll.management.commands import slurm_poll
+
+    ran: list[str] = []
+    status = PollStatus(refreshed_at=timezone.now())
+    monkeypatch.setattr(slurm_poll, "poll_cycle",
+                        lambda: ran.append("default") or cycle.CycleReport(ran=True, status=status))
+    monkeypatch.setattr(slurm_poll, "cluster_poll_cycle",
+                        lambda cluster: ran.append(cluster) or cycle.CycleReport())  # its lock held
+    call_command("slurm_poll")
+    assert ran == ["default", "cluster-b"]
+    out = capsys.readouterr().out
+    assert "cluster snapshot refreshed" in out and "cluster-b: another poll cycle is running" in out
