@@ -168,8 +168,12 @@ def job_detail_view(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_or_404(request, job_id)
     metrics = job_metrics_list(job=job)
     waiting = waiting_get(job_id=job.slurm_job_id) if job.state == JobState.PENDING else None
+    clusters = clusters_from_settings()
+    # Where there are several: the cluster's title (its name, for one no longer configured).
+    titles = {known.name: known.title for known in clusters.all} if clusters.several else {}
+    cluster = titles.get(job.cluster, job.cluster) if titles else ""
     return render(request, "jobs/detail.html", {"job": job, "poll": cluster_poll_status(job.cluster),
-                                                "metrics": metrics,
+                                                "cluster": cluster, "metrics": metrics,
                                                 "metrics_chart": job_metrics_chart(metrics=metrics),
                                                 "waiting": waiting})
 

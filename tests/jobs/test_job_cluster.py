@@ -71,6 +71,11 @@ def test_the_form_picks_a_cluster_only_with_several(client, user, partitions, tw
     assert Job.objects.get().cluster == "cluster-b"
     page = client.post("/jobs/new/custom/", {**form, "cluster": "mars"}).content.decode()
     assert 'data-errors="cluster"' in page and Job.objects.count() == 1
+    # The job's page names its cluster; one no longer configured by its name, still no error.
+    job = Job.objects.get()
+    assert 'id="job-resources">Cluster B · gpu' in client.get(f"/jobs/{job.pk}/").content.decode()
+    Job.objects.filter(pk=job.pk).update(cluster="gone")
+    assert 'id="job-resources">gone · gpu' in client.get(f"/jobs/{job.pk}/").content.decode()
 
 
 def test_each_jobs_first_sbatch_goes_to_its_own_clusters_adapter(monkeypatch, two_clusters):
