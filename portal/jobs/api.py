@@ -169,7 +169,7 @@ class JobCancelApi(APIView):
 
     @extend_schema(request=None, responses={
         202: JobDetailSerializer, 404: _NOT_FOUND,
-        409: OpenApiResponse(description="The job has already ended"),
+        409: OpenApiResponse(description="The job has already ended, or its cluster is no longer configured"),
         503: OpenApiResponse(description="Slurm is unreachable: nothing was cancelled")},
                    summary="Cancel a job (scancel as its owner); the state follows at the next poll")
     def post(self, request: Request, job_id: int) -> Response:

@@ -101,3 +101,17 @@ def test_each_jobs_first_sbatch_goes_to_its_own_clusters_adapter(monkeypatch, tw
     assert sorted(asked) == ["cluster-b", "cluster-b", "gpuportal"]
     assert {(job.cluster, job.slurm_job_id) for job in Job.objects.all()} == {("cluster-b", "7"),
                                                                               ("gpuportal", "7")}
+
+
+def test_a_job_whose_cluster_is_no_longer_configured_waits_and_cancel_is_a_409(token_client, user,
+                                                                               two_clusters, monkeypatch):
+    monkeypatch.setattr("portal.jobs.services.submission.Slurm.from_settings",
+                        lambda cluster=None: pytest.fail("Slurm was asked"))
+    waiting = JobFactory(cluster="gone", state=JobState.QUEUED_IN_PORTAL, slurm_job_id="",
+                         next_attempt_at=timezone.now(), user=user)
+    jobs_submit_first_attempts(job_ids=[waiting.pk])
+    waiting.refresh_from_db()
+    assert waiting.state == JobState.QUEUED_IN_PORTAL and "'gone' is no longer configured" in waiting.reason
+    running = JobFactory(cluster="gone", state=JobState.RUNNING, slurm_job_id="7", user=user)
+    response = token_client.post(f"/api/v1/jobs/{running.pk}/cancel/")
+    assert response.status_code == 409 and response.json()["code"] == "cluster_gone"

@@ -50,6 +50,7 @@ from portal.lifecycle.work import (
 from portal.tokens.report import report_token
 from portal.tokens.tracking import tracking_environment
 from slurm.adapter import Slurm, Submit
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.user_files import job_output_dir_ensure
 
@@ -116,12 +117,20 @@ def jobs_submit_first_attempts(*, job_ids: Sequence[int]) -> None:
     wrong, a job stays due in the portal and the poll cycle submits it (after looking for it in
     Slurm by its UUID)."""
     clusters = set(Job.objects.filter(pk__in=job_ids).values_list("cluster", flat=True))
-    if down := {cluster for cluster in clusters if slurm_known_down(cluster)}:
+    configured = {cluster.name for cluster in clusters_from_settings().all}
+    if down := {cluster for cluster in clusters & configured if slurm_known_down(cluster)}:
         Job.objects.filter(pk__in=job_ids, cluster__in=down, state=JobState.QUEUED_IN_PORTAL).update(
             reason=SLURM_DOWN_REASON)
-    jobs = jobs_claim(job_ids=job_ids, exclude_clusters=down)
+    for gone in clusters - configured:  # its file was removed: the job waits until it is back
+        Job.objects.filter(pk__in=job_ids, cluster=gone, state=JobState.QUEUED_IN_PORTAL).update(
+            reason=_cluster_gone(gone))
+    jobs = jobs_claim(job_ids=job_ids, exclude_clusters=down | (clusters - configured))
     for cluster in dict.fromkeys(job.cluster for job in jobs):  # each cluster's jobs to its own Slurm
         jobs_sbatch(jobs=[job for job in jobs if job.cluster == cluster], slurm=Slurm.from_settings(cluster))
+
+
+def _cluster_gone(cluster: str) -> str:
+    return f"The job's cluster {cluster!r} is no longer configured."
 
 
 def jobs_claim(*, job_ids: Sequence[int], exclude_clusters: Collection[str] = ()) -> list[Job]:
@@ -269,6 +278,8 @@ def job_cancel(*, job: Job, slurm: Slurm | None = None) -> Job:
         if job.state == JobState.CANCELLED and job.cancel_requested_at:
             return job
         raise Conflict(f"The job is already {job.get_state_display().lower()}.", code="job_ended")
+    if job.cluster not in {cluster.name for cluster in clusters_from_settings().all}:
+        raise Conflict(f"{_cluster_gone(job.cluster)} Ask an administrator.", code="cluster_gone")
     if slurm_known_down(job.cluster):  # answer at once rather than hold a web worker for scancel's timeout
         raise Unavailable("Slurm is unreachable, so the job was not cancelled; try again.",
                           code="slurm_unavailable")
