@@ -22,3 +22,7 @@ POLICY_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/policy.json"  # noqa: S
 SERVERS_QUEUE_FILE = f"/tmp/gpuportal-test-policy-{os.getpid()}/queue.json"  # noqa: S108
 # Request and task counters of this test process's own (portal.metrics.store).
 METRICS_KEY_PREFIX = f"test-{os.getpid()}:metrics"
+# A one-cluster site whatever the bed's /etc/gpuportal/clusters.d holds (install.sh --dev writes its two
+# clusters there for the live services): no cluster file, so the cluster comes from the SLURM_*
+# settings. Tests of several clusters point CLUSTERS_DIR at a folder of their own.
+CLUSTERS_DIR = env("TEST_CLUSTERS_DIR", default="/nonexistent/clusters.d")  # noqa: F405
