@@ -35,6 +35,7 @@ SLURM_TOKEN=/usr/local/libexec/gpuportal/slurm-token
 SBATCH_BATCH=/usr/local/libexec/gpuportal/sbatch-batch
 USER_FILES=/usr/local/libexec/gpuportal/user-files  # the Files page's helper (#37)
 USER_FILES_CONF=/etc/gpuportal/user-files.conf  # its data and scratch roots, root-owned
+CLUSTERS_DIR=${CLUSTERS_DIR:-/etc/gpuportal/clusters.d}  # one TOML file per Slurm cluster (#38), root-owned
 SUDOERS_FILE=/etc/sudoers.d/gpuportal
 SUDOERS_TOKEN_FILE=/etc/sudoers.d/gpuportal-slurmrestd  # slurm-token's root rule, slurmrestd only
 
