@@ -2,6 +2,21 @@
 
 from django.db import models
 
+from slurm.clusters import clusters_from_settings
+
+
+def default_cluster() -> str:
+    """The default cluster's name: the rows of a one-cluster site, and all its readers read (#38)."""
+    return clusters_from_settings().default.name
+
+
+class DefaultClusterManager(models.Manager):
+    """The default cluster's rows only: what policy, forms, idle GPUs, waits, sessions and apps read
+    (their own cluster's snapshot, as on a one-cluster site). `every_cluster` reads them all."""
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(cluster=default_cluster())
+
 
 class PollStatus(models.Model):
     """When Slurm and JupyterHub were last asked by the poll cycle, and whether they answered. Pages
@@ -36,7 +51,9 @@ class PollStatus(models.Model):
 
 
 class Partition(models.Model):
-    name = models.CharField(max_length=64, unique=True)
+    # Slurm's ClusterName of the cluster whose cycle stored the row (#38): each replaces only its own.
+    cluster = models.CharField(max_length=40, default=default_cluster)
+    name = models.CharField(max_length=64)
     is_default = models.BooleanField(default=False)
     max_time = models.DurationField(null=True, blank=True, help_text="Empty means unlimited")
     node_count = models.PositiveIntegerField(default=0)
@@ -45,8 +62,13 @@ class Partition(models.Model):
     running_jobs = models.PositiveIntegerField(default=0)
     pending_jobs = models.PositiveIntegerField(default=0)
 
+    every_cluster = models.Manager()
+    objects = DefaultClusterManager()
+
     class Meta:
+        default_manager_name = "objects"
         ordering = ["-is_default", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="uniq_partition_cluster")]
 
     def __str__(self) -> str:
         return self.name
@@ -81,7 +103,8 @@ class PartitionGpu(models.Model):
 
 
 class Node(models.Model):
-    name = models.CharField(max_length=128, unique=True)
+    cluster = models.CharField(max_length=40, default=default_cluster)
+    name = models.CharField(max_length=128)
     state = models.CharField(max_length=64)
     partitions = models.JSONField(default=list)
     cpus_total = models.PositiveIntegerField(default=0)
@@ -91,8 +114,13 @@ class Node(models.Model):
     gpus = models.JSONField(default=dict, help_text="GPU type -> count")
     gpus_used = models.JSONField(default=dict, help_text="GPU type -> allocated count")
 
+    every_cluster = models.Manager()
+    objects = DefaultClusterManager()
+
     class Meta:
+        default_manager_name = "objects"
         ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="uniq_node_cluster")]
 
     def __str__(self) -> str:
         return self.name
@@ -109,7 +137,8 @@ class SlurmJob(models.Model):
     Batch jobs and notebook servers read their live state from here, never from Slurm directly.
     """
 
-    job_id = models.CharField(max_length=32, unique=True)
+    cluster = models.CharField(max_length=40, default=default_cluster)  # its Slurm id is this one's
+    job_id = models.CharField(max_length=32)
     user = models.CharField(max_length=64, db_index=True)
     partition = models.CharField(max_length=64)
     state = models.CharField(max_length=32)
@@ -122,8 +151,13 @@ class SlurmJob(models.Model):
     name = models.CharField(max_length=256, blank=True)
     comment = models.CharField(max_length=256, blank=True)
 
+    every_cluster = models.Manager()
+    objects = DefaultClusterManager()
+
     class Meta:
+        default_manager_name = "objects"
         ordering = ["job_id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="uniq_slurmjob_cluster")]
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.state}"

@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from portal.cluster.models import PollStatus
-from portal.cluster.services import cluster_queue_refresh, cluster_refresh
+from portal.cluster.services import cluster_refresh
 from portal.core.locks import advisory_lock
 from portal.core.versions import cluster_changed
 from portal.efficiency.services import efficiency_record
@@ -71,20 +71,24 @@ def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
 
 
 def cluster_poll_cycle(*, cluster: str, slurm: Slurm | None = None) -> CycleReport:
-    """The cycle of a cluster other than the default one (#38), on its own lock: its queue (one
-    `squeue`), followed by the kinds whose work runs on any cluster (jobs), and at most one `sacct`;
-    its own PollStatus row says how current it is. A cluster that does not answer holds up no other:
+    """The cycle of a cluster other than the default one (#38), on its own lock: its snapshot (the
+    default cycle's `sinfo` and `squeue`, stored under its name), its queue followed by the kinds whose
+    work runs on any cluster (jobs), and at most one `sacct`; its own PollStatus row says how current
+    it is. A cluster that does not answer holds up no other:
     its jobs keep their states and its submissions wait in the portal."""
     with advisory_lock(f"{LOCK}:{cluster}") as held:
         if not held:
             logger.info("poll cycle of %s skipped: another one is running", cluster)
             return CycleReport()
         slurm = slurm or Slurm.from_settings(cluster)
-        status, queue = cluster_queue_refresh(slurm=slurm, cluster=cluster)
+        status, queue = cluster_refresh(slurm=slurm, cluster=cluster)
+        cluster_changed()  # the cluster page shows every cluster
         if queue is None:
             return CycleReport(ran=True, status=status)
         report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm, every_cluster=True)
         report.status = status
+        # Its projects' budgets and usage (one sshare), as the default cluster's cycle reads its own.
+        report.projects = projects_usage_refresh(slurm=slurm, now=status.checked_at, cluster=cluster)
         return report
 
 

@@ -30,6 +30,7 @@ def _job(partition, state):
 class FakeSlurm:
     """Stands in for slurm.adapter.Slurm; counts calls to prove one query per cycle."""
 
+    cluster: str | None = None  # the one cluster of a one-cluster site, as Slurm.from_settings() has
     nodes_result: list = field(default_factory=list)
     queue_result: list = field(default_factory=list)
     error: Exception | None = None

@@ -13,13 +13,15 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from portal.cluster.models import PollStatus
+from portal.cluster.models import Node, Partition, PollStatus, SlurmJob
 from portal.cluster.selectors import cluster_poll_status, slurm_known_down
+from portal.cluster.services import cluster_snapshot_store
 from portal.jobs.models import Job, JobState
+from portal.lifecycle.kinds import kinds
 from portal.poll import cycle
 from portal.poll.cycle import LOCK, cluster_poll_cycle
 from slurm.errors import SlurmUnreachable
-from slurm.parsing import AccountedJob, Parsed, QueuedJob
+from slurm.parsing import AccountedJob, NodeInPartition, Parsed, QueuedJob
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -38,14 +40,19 @@ def two_clusters(tmp_path, settings):
 class FakeSlurm:
     cluster: str
     rows: list = field(default_factory=list)
+    nodes_rows: list = field(default_factory=list)
     accounted: list = field(default_factory=list)
     error: Exception | None = None
     calls: list = field(default_factory=list)
 
-    def queue(self, *, finished=False):
-        self.calls.append("squeue")
+    def nodes(self):
+        self.calls.append("sinfo")
         if self.error:
             raise self.error
+        return Parsed(rows=self.nodes_rows)
+
+    def queue(self, *, finished=False):
+        self.calls.append("squeue")
         return Parsed(rows=self.rows)
 
     def accounting(self, **query):
@@ -78,16 +85,51 @@ def test_a_clusters_cycle_follows_its_own_jobs_alone_with_the_same_slurm_id():
     ours, default = _running("cluster-b"), _running("gpuportal")
     slurm = FakeSlurm("cluster-b", rows=[_row("7", "RUNNING", ours.slurm_comment)])
     report = cluster_poll_cycle(cluster="cluster-b", slurm=slurm)
-    assert report.ran and set(report.kinds) == {"jobs"} and slurm.calls == ["squeue"]
+    assert report.ran and slurm.calls == ["sinfo", "squeue"]
+    assert "jobs" in report.kinds
+    assert set(report.kinds) == {kind.name for kind in kinds() if kind.every_cluster}
     ours.refresh_from_db()
     default.refresh_from_db()
     assert (ours.state, default.state) == (JobState.RUNNING, JobState.PENDING)
     # It left cluster-b's queue: cluster-b's sacct settles it; the default cluster's job 7 stays.
     slurm = FakeSlurm("cluster-b", accounted=[_accounted("7", "COMPLETED")])
     cluster_poll_cycle(cluster="cluster-b", slurm=slurm)
-    assert slurm.calls == ["squeue", ("sacct", {"job_ids": ["7"]})]
+    assert slurm.calls == ["sinfo", "squeue", ("sacct", {"job_ids": ["7"]})]
     assert Job.objects.get(pk=ours.pk).state == JobState.COMPLETED
     assert Job.objects.get(pk=default.pk).state == JobState.PENDING
+
+
+def _node(name: str, partition: str, *, gpus: int, used: int) -> NodeInPartition:
+    return NodeInPartition(node=name, partition=partition, is_default_partition=partition == "gpu",
+                           state="mixed", cpus_allocated=4, cpus_total=16, memory_mb=64000,
+                           memory_allocated_mb=1000, gpus={"a100": gpus}, gpus_used={"a100": used},
+                           partition_max_time=None)
+
+
+def test_a_clusters_cycle_stores_its_own_snapshot_and_replaces_only_its_rows():
+    """Both clusters name a partition gpu and a job 7; readers of the default cluster see its rows."""
+    cluster_snapshot_store(cluster="gpuportal", nodes=[_node("node1", "gpu", gpus=4, used=1)],
+                           queue=[_row("7", "RUNNING", "")])
+    slurm = FakeSlurm("cluster-b", rows=[_row("7", "PENDING", ""), _row("8", "RUNNING", "")],
+                      nodes_rows=[_node("b-node1", "gpu", gpus=2, used=1),
+                                  _node("b-node1", "debug", gpus=2, used=1)])
+    cluster_poll_cycle(cluster="cluster-b", slurm=slurm)
+    ours = Partition.every_cluster.get(cluster="cluster-b", name="gpu")
+    assert (ours.node_count, ours.running_jobs, ours.pending_jobs) == (1, 1, 1)
+    assert [(gpu.total, gpu.allocated) for gpu in ours.gpus.all()] == [(2, 1)]
+    assert set(Node.every_cluster.filter(cluster="cluster-b").values_list("name", flat=True)) == {"b-node1"}
+    assert SlurmJob.every_cluster.filter(cluster="cluster-b").count() == 2
+    # What a one-cluster site reads: the default cluster's rows alone.
+    assert list(Partition.objects.values_list("cluster", "name", "running_jobs")) == [("gpuportal", "gpu", 1)]
+    assert list(Node.objects.values_list("name", flat=True)) == ["node1"]
+    assert list(SlurmJob.objects.values_list("job_id", "state")) == [("7", "RUNNING")]
+    # cluster-b's next snapshot replaces only its own rows.
+    cluster_poll_cycle(cluster="cluster-b", slurm=FakeSlurm("cluster-b", nodes_rows=[
+        _node("b-node1", "gpu", gpus=2, used=0)]))
+    assert list(Partition.every_cluster.values_list("cluster", "name").order_by("cluster")) == [
+        ("cluster-b", "gpu"), ("gpuportal", "gpu")]
+    assert not SlurmJob.every_cluster.filter(cluster="cluster-b").exists()
+    assert Partition.objects.get().gpus.get().allocated == 1 and Node.every_cluster.count() == 2
 
 
 def test_a_cluster_that_does_not_answer_is_stale_alone():
