@@ -24,7 +24,7 @@ from portal.files.models import FileAction
 from portal.jobs.models import Job
 from portal.metrics.models import ScrapeToken
 from portal.policy.models import ResourceProfile
-from portal.projects.models import Project
+from portal.projects.models import Project, ProjectClusterBudget
 from portal.sessions.models import Session
 from portal.webapps.models import App
 
@@ -90,6 +90,9 @@ _track(ScrapeToken, "ScrapeTokenEvent", ["name", "prefix", "created_by", "expire
 # Budgets: what admins set and apply to Slurm; not the usage the poll cycle reads every cycle.
 _track(Project, "ProjectEvent", ["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"],
        changes=["name", "ldap_group", "slurm_account", "budget_gpu_hours", "synced_at"])
+# A project's budget on another cluster (#38).
+_track(ProjectClusterBudget, "ProjectClusterBudgetEvent", ["project", "cluster", "gpu_hours"],
+       changes=["cluster", "gpu_hours"])
 
 
 class SyslogMark(models.Model):

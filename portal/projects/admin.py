@@ -1,9 +1,42 @@
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from portal.projects.models import Project
+from portal.projects.models import Project, ProjectClusterBudget
 from portal.projects.tasks import projects_apply
+from slurm.clusters import clusters_from_settings
+
+
+def _other_clusters() -> list[tuple[str, str]]:
+    return [(cluster.name, cluster.title) for cluster in clusters_from_settings().all if not cluster.default]
+
+
+class ClusterBudgetForm(forms.ModelForm):
+    # The clusters configured now, by title: a name no cluster has is refused, naming the field.
+    cluster = forms.ChoiceField(choices=_other_clusters)
+
+    class Meta:
+        model = ProjectClusterBudget
+        fields = ["cluster", "gpu_hours"]
+
+
+class ClusterBudgetInline(admin.TabularInline):
+    """A project's budgets on the clusters other than the default one (#38); only where several are
+    configured. 'Apply to Slurm' (or the next sync) sets them on each cluster's association."""
+
+    model = ProjectClusterBudget
+    form = ClusterBudgetForm
+    extra = 0
+    fields = ["cluster", "gpu_hours", "slurm_limit_gpu_minutes", "used_gpu_minutes", "usage_checked_at"]
+    readonly_fields = ["slurm_limit_gpu_minutes", "used_gpu_minutes", "usage_checked_at"]
+    verbose_name = "budget on another cluster"
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        kwargs["max_num"] = len(_other_clusters())
+        return super().get_formset(request, obj, **kwargs)
 
 
 @admin.register(Project)
@@ -12,6 +45,11 @@ class ProjectAdmin(admin.ModelAdmin):
                     "usage_checked_at", "synced_at"]
     readonly_fields = ["slurm_limit_gpu_minutes", "used_gpu_minutes", "usage_checked_at", "synced_at"]
     actions = ["apply_to_slurm"]
+    inlines = [ClusterBudgetInline]
+
+    def get_inline_instances(self, request: HttpRequest, obj: Project | None = None) -> list[Any]:
+        """No other cluster's budgets on a one-cluster site: its page is as before."""
+        return super().get_inline_instances(request, obj) if clusters_from_settings().several else []
 
     @admin.action(description="Apply to Slurm (account, members from LDAP, budget)")
     def apply_to_slurm(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:

@@ -43,3 +43,26 @@ class ProjectUsageDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project} {self.day}: {self.used_gpu_minutes} GPU-minutes"
+
+
+class ProjectClusterBudget(models.Model):
+    """A project's GPU-hour budget on a cluster other than the default one (#38), enforced by Slurm
+    as GrpTRESMins=gres/gpu on the account's association on that cluster alone; the project's own
+    budget_gpu_hours is the default cluster's. The usage fields are that cluster's poll cycle's."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="cluster_budgets")
+    cluster = models.CharField(max_length=40, help_text="The cluster's name (its file in CLUSTERS_DIR)")
+    gpu_hours = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Enforced by Slurm on this cluster as GrpTRESMins=gres/gpu (hours x 60); empty: no budget")
+    slurm_limit_gpu_minutes = models.PositiveBigIntegerField(null=True, blank=True)
+    used_gpu_minutes = models.PositiveBigIntegerField(null=True, blank=True)
+    usage_checked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["project", "cluster"]
+        constraints = [models.UniqueConstraint(fields=["project", "cluster"],
+                                               name="project_cluster_budget_one")]
+
+    def __str__(self) -> str:
+        return f"{self.project} on {self.cluster}"

@@ -3,14 +3,15 @@
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db.models import Count, QuerySet
 from django.utils.formats import date_format
 
 from portal.accounts.models import User
-from portal.projects.models import Project, ProjectUsageDay
+from portal.projects.models import Project, ProjectClusterBudget, ProjectUsageDay
 from portal.waits.models import FairShareRow, Waiting
+from slurm.clusters import clusters_from_settings
 
 BURN_DAYS = 14
 WARN_FRACTION = 0.8
@@ -27,6 +28,10 @@ class Budget:
     used_fraction: float | None
     burn_hours_per_day: float | None  # over the last 14 days (fewer while the project is younger)
     run_out: date | None  # at that burn; None without a budget, a burn or when already out
+    # Where several clusters are configured (#38): the cluster's name and title; "" on a one-cluster site.
+    cluster: str = ""
+    cluster_title: str = ""
+    checked_at: datetime | None = None  # when its cluster's poll cycle read it
 
     @property
     def level(self) -> str:
@@ -69,8 +74,43 @@ def project_budget(*, project: Project, today: date,
     run_out = today + timedelta(days=int(left / burn)) if left and burn else None
     return Budget(
         project=project, limit_hours=_hours(limit), used_hours=_hours(used), left_hours=_hours(left),
-        used_fraction=(used / limit if limit else 1.0) if limit is not None and used is not None else None,
-        burn_hours_per_day=_hours(burn), run_out=run_out)
+        used_fraction=_fraction(limit, used), burn_hours_per_day=_hours(burn), run_out=run_out,
+        checked_at=project.usage_checked_at)
+
+
+def _fraction(limit: int | None, used: int | None) -> float | None:
+    if limit is None or used is None:
+        return None
+    return used / limit if limit else 1.0
+
+
+def cluster_budget(row: ProjectClusterBudget, *, title: str) -> Budget:
+    """A project's budget on another cluster (#38), as that cluster's poll cycle read it: its limit
+    and usage, with no burn (usage days are the default cluster's)."""
+    limit = row.slurm_limit_gpu_minutes
+    if limit is None and row.usage_checked_at is None and row.gpu_hours is not None:
+        limit = row.gpu_hours * 60
+    used = row.used_gpu_minutes
+    left = None if limit is None or used is None else max(limit - used, 0)
+    return Budget(project=row.project, limit_hours=_hours(limit), used_hours=_hours(used),
+                  left_hours=_hours(left), used_fraction=_fraction(limit, used), burn_hours_per_day=None,
+                  run_out=None, cluster=row.cluster, cluster_title=title, checked_at=row.usage_checked_at)
+
+
+def other_cluster_budgets(projects: list[Project]) -> dict[int, list[Budget]]:
+    """Each project's budgets on the configured clusters other than the default, in the clusters'
+    order, with one query; none on a one-cluster site."""
+    clusters = clusters_from_settings()
+    titles = {cluster.name: cluster.title for cluster in clusters.all if not cluster.default}
+    found: dict[int, list[Budget]] = defaultdict(list)
+    if not clusters.several:
+        return found
+    order = list(titles)
+    rows = (ProjectClusterBudget.objects.filter(project__in=projects, cluster__in=order)
+            .select_related("project"))
+    for row in sorted(rows, key=lambda row: order.index(row.cluster)):
+        found[row.project_id].append(cluster_budget(row, title=titles[row.cluster]))
+    return found
 
 
 def project_budgets(*, projects: Iterable[Project], today: date) -> list[Budget]:
@@ -103,9 +143,17 @@ def _hours(minutes: float | None) -> float | None:
 
 
 def budgets_shown(*, user: User, today: date) -> list[Budget]:
-    """/usage/'s budgets: the user's projects; an admin's, every project's burn."""
-    projects = Project.objects.all() if user.is_staff else user_projects(user=user)
-    return [project_budget(project=project, today=today) for project in projects]
+    """/usage/'s budgets: the user's projects; an admin's, every project's burn. Where several
+    clusters are configured, each project's default cluster's budget, then its others' (#38)."""
+    projects = list(Project.objects.all() if user.is_staff else user_projects(user=user))
+    budgets = project_budgets(projects=projects, today=today)
+    clusters = clusters_from_settings()
+    if not clusters.several:
+        return budgets
+    others = other_cluster_budgets(projects)
+    default = clusters.default
+    return [shown for budget in budgets for shown in [
+        replace(budget, cluster=default.name, cluster_title=default.title), *others[budget.project.pk]]]
 
 
 def budget_label(budget: Budget) -> str:
@@ -131,6 +179,7 @@ class Outlook:
     pending: int  # jobs (anybody's) waiting under that account in the partition
     sooner: bool = False  # the one to pick, when one is better
     why: str = ""  # why it is (on that one only)
+    other_clusters: tuple[Budget, ...] = ()  # its budgets on the other configured clusters (#38)
 
 
 def projects_outlook(*, user: User, partition: str, today: date) -> list[Outlook]:
@@ -143,9 +192,11 @@ def projects_outlook(*, user: User, partition: str, today: date) -> list[Outlook
                   .values_list("account", "fairshare"))
     pending = dict(Waiting.objects.filter(account__in=accounts, partition=partition).values("account")
                    .annotate(count=Count("job_id")).values_list("account", "count"))
+    others = other_cluster_budgets(projects)
     outlooks = [Outlook(budget=project_budget(project=project, today=today), partition=partition,
                         fairshare=shares.get(project.slurm_account),
-                        pending=pending.get(project.slurm_account, 0)) for project in projects]
+                        pending=pending.get(project.slurm_account, 0),
+                        other_clusters=tuple(others[project.pk])) for project in projects]
     return _with_sooner(outlooks)
 
 

@@ -20,6 +20,21 @@ class ProjectBudgetSerializer(serializers.Serializer):
     checked_at = serializers.DateTimeField(source="project.usage_checked_at", allow_null=True)
 
 
+class ClusterBudgetSerializer(serializers.Serializer):
+    """A project's budget on another cluster (#38): GrpTRESMins on its association there."""
+
+    cluster = serializers.CharField(help_text="The cluster's name (what the job API's `cluster` takes)")
+    cluster_title = serializers.CharField()
+    limit_gpu_hours = serializers.FloatField(source="limit_hours", allow_null=True,
+                                             help_text="The budget Slurm enforces there; null: none")
+    used_gpu_hours = serializers.FloatField(source="used_hours", allow_null=True,
+                                            help_text="As that cluster's Slurm counts it; null: not read yet")
+    left_gpu_hours = serializers.FloatField(source="left_hours", allow_null=True)
+    used_fraction = serializers.FloatField(allow_null=True)
+    level = serializers.CharField(help_text="'', 'warning' (80 %) or 'exhausted' (100 %)")
+    checked_at = serializers.DateTimeField(allow_null=True)
+
+
 class ProjectOutlookSerializer(ProjectBudgetSerializer):
     """A project's budget, plus what decides whether a job would start sooner under it."""
 
@@ -31,6 +46,9 @@ class ProjectOutlookSerializer(ProjectBudgetSerializer):
                                             help_text="Jobs (anybody's) pending under its account there")
     sooner = serializers.BooleanField(help_text="The project that would likely start a job sooner")
     sooner_reason = serializers.CharField(source="why", help_text="Why, in one line; empty on the others")
+    other_clusters = ClusterBudgetSerializer(
+        many=True, help_text="Where several clusters are configured: its budgets on the clusters other than "
+                             "the default one, whose budget the fields above are; empty with one cluster")
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         """The budget's fields from its Budget, the rest from the Outlook."""

@@ -10,10 +10,12 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from portal.accounts.ldap import group_members
-from portal.projects.models import Project, ProjectUsageDay
+from portal.accounts.ldap import DirectoryUnavailable, group_members
+from portal.projects.models import Project, ProjectClusterBudget, ProjectUsageDay
 from slurm.adapter import Slurm
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmError, SlurmRejected
+from slurm.parsing import GpuBudget
 
 logger = logging.getLogger(__name__)
 
@@ -31,12 +33,33 @@ class SyncReport:
     # Removals held back by the guard (PROJECTS_SYNC_MAX_REMOVE_SHARE), and projects Slurm refused.
     removals_refused: dict[str, list[str]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    # projects_sync_clusters: the cluster did not answer (or LDAP did not), nothing applied there.
+    unreachable: str = ""
 
 
-def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) -> SyncReport:
-    """Make Slurm match the projects: each account exists, its users are exactly its LDAP group's
-    members, its GrpTRESMins=gres/gpu is the budget. Idempotent: two reads for all projects, and a
-    write only where something differs.
+def projects_sync_clusters(*, projects: Iterable[Project] | None = None) -> dict[str, SyncReport]:
+    """projects_sync on every configured cluster (#38), the default one first, each with its own
+    adapter: the account and its members on each, and each cluster's own budget. A cluster that
+    does not answer holds up no other (its report says `unreachable`); the next sync tries again."""
+    chosen = list(Project.objects.all() if projects is None else projects)
+    reports = {}
+    for cluster in clusters_from_settings().all:
+        try:
+            reports[cluster.name] = projects_sync(slurm=Slurm.from_settings(cluster.name), projects=chosen,
+                                                  cluster=None if cluster.default else cluster.name)
+        except (DirectoryUnavailable, SlurmError) as error:
+            logger.error("projects not applied to Slurm cluster %s: %s", cluster.name, error)
+            reports[cluster.name] = SyncReport(unreachable=str(error))
+    return reports
+
+
+def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None,
+                  cluster: str | None = None) -> SyncReport:
+    """Make `slurm`'s cluster match the projects: each account exists, its users are exactly its LDAP
+    group's members, its GrpTRESMins=gres/gpu is the cluster's budget: budget_gpu_hours on the
+    default cluster (`cluster` None), the project's ProjectClusterBudget on `cluster`, another one
+    (none without one). Idempotent: two reads for all projects, and a write only where something
+    differs.
 
     A group that suddenly lacks more than PROJECTS_SYNC_MAX_REMOVE_SHARE of its account's members
     (emptied, or a directory change gone wrong) removes nobody from that account and tells the
@@ -50,9 +73,11 @@ def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) ->
     accounts = [project.slurm_account for project in chosen]
     existing = slurm.account_members(accounts=accounts)
     limits = {row.account: row.limit_minutes for row in slurm.gpu_budgets(accounts=accounts).rows}
+    budgets = _budgets(chosen, cluster=cluster)
     for project in chosen:
         try:
-            _project_sync(slurm, project, existing.get(project.slurm_account), limits, report)
+            _project_sync(slurm, project, existing.get(project.slurm_account), limits, budgets[project.pk],
+                          report)
         except SlurmRejected as error:
             logger.error("project %s not applied to Slurm: %s", project.name, error.message)
             report.failed[project.slurm_account] = error.message
@@ -61,8 +86,17 @@ def projects_sync(*, slurm: Slurm, projects: Iterable[Project] | None = None) ->
     return report
 
 
+def _budgets(projects: list[Project], *, cluster: str | None) -> dict[int, int | None]:
+    """Each project's GPU-hour budget on `cluster` (None: the default one)."""
+    if cluster is None:
+        return {project.pk: project.budget_gpu_hours for project in projects}
+    hours = dict(ProjectClusterBudget.objects.filter(project__in=projects, cluster=cluster)
+                 .values_list("project_id", "gpu_hours"))
+    return {project.pk: hours.get(project.pk) for project in projects}
+
+
 def _project_sync(slurm: Slurm, project: Project, have: set[str] | None, limits: dict[str, int | None],
-                  report: SyncReport) -> None:
+                  hours: int | None, report: SyncReport) -> None:
     account = project.slurm_account
     members = group_members(project.ldap_group).usernames
     if have is None:
@@ -79,7 +113,7 @@ def _project_sync(slurm: Slurm, project: Project, have: set[str] | None, limits:
         else:
             slurm.account_users_remove(account=account, users=extra)
             report.users_removed[account] = extra
-    minutes = None if project.budget_gpu_hours is None else project.budget_gpu_hours * 60
+    minutes = None if hours is None else hours * 60
     if account not in limits or limits[account] != minutes:
         slurm.account_budget_set(account=account, minutes=minutes)
         report.budgets_set[account] = minutes
@@ -120,9 +154,10 @@ def _account_add(slurm: Slurm, project: Project) -> None:
             "guide, \"Projects: the portal's account coordinates their parent\".") from error
 
 
-def projects_usage_refresh(*, slurm: Slurm, now: datetime) -> int:
-    """One `sshare` for every project's account: its limit and usage, and today's usage row.
-    If Slurm fails, the last values stay (usage_checked_at says how old). Returns how many."""
+def projects_usage_refresh(*, slurm: Slurm, now: datetime, cluster: str | None = None) -> int:
+    """One `sshare` for every project's account on `slurm`'s cluster: its limit and usage, and today's
+    usage row; on `cluster`, one other than the default, its ProjectClusterBudget rows instead. If
+    Slurm fails, the last values stay (usage_checked_at says how old). Returns how many."""
     projects = {project.slurm_account: project for project in Project.objects.all()}
     if not projects:
         return 0
@@ -131,6 +166,8 @@ def projects_usage_refresh(*, slurm: Slurm, now: datetime) -> int:
     except SlurmError as error:
         logger.warning("project budgets not refreshed, Slurm failed: %s", error.message)
         return 0
+    if cluster is not None:
+        return _cluster_usage_store(cluster, projects, rows, now=now)
     day = timezone.localdate(now)
     with transaction.atomic():
         for row in rows:
@@ -141,4 +178,18 @@ def projects_usage_refresh(*, slurm: Slurm, now: datetime) -> int:
                 usage_checked_at=now)
             ProjectUsageDay.objects.update_or_create(
                 project=project, day=day, defaults={"used_gpu_minutes": row.used_minutes})
+    return len(rows)
+
+
+def _cluster_usage_store(cluster: str, projects: dict[str, Project], rows: list[GpuBudget], *,
+                         now: datetime) -> int:
+    """Another cluster's limits and usage on the projects' rows for it (made where missing: a project
+    without a budget there still shows what it used)."""
+    with transaction.atomic():
+        for row in rows:
+            if (project := projects.get(row.account)) is None:
+                continue
+            ProjectClusterBudget.objects.update_or_create(project=project, cluster=cluster, defaults={
+                "slurm_limit_gpu_minutes": row.limit_minutes, "used_gpu_minutes": row.used_minutes,
+                "usage_checked_at": now})
     return len(rows)

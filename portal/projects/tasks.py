@@ -3,11 +3,8 @@ import logging
 from celery import shared_task
 from django.db.models import QuerySet
 
-from portal.accounts.ldap import DirectoryUnavailable
 from portal.projects.models import Project
-from portal.projects.services import projects_sync
-from slurm.adapter import Slurm
-from slurm.errors import SlurmError
+from portal.projects.services import projects_sync_clusters
 
 logger = logging.getLogger(__name__)
 
@@ -25,9 +22,7 @@ def projects_sync_all() -> None:
 
 
 def _sync(projects: QuerySet[Project] | None) -> None:
-    try:
-        report = projects_sync(slurm=Slurm.from_settings(), projects=projects)
-    except (DirectoryUnavailable, SlurmError) as error:  # nothing applied: the next run tries again
-        logger.error("projects not applied to Slurm: %s", error)
-        return
-    logger.info("projects applied to Slurm: %s", report)
+    """Every configured cluster; one that fails is logged and tried again by the next run."""
+    for cluster, report in projects_sync_clusters(projects=projects).items():
+        if not report.unreachable:
+            logger.info("projects applied to Slurm cluster %s: %s", cluster, report)
