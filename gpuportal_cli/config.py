@@ -1,14 +1,19 @@
-"""The user's config file (`$XDG_CONFIG_HOME/gpuportal/config.toml`): the portal URL and a personal
-token. It holds a secret, so it is written 0600 in a 0700 folder, and replaced atomically."""
+"""The user's config file (`$XDG_CONFIG_HOME/gpuportal/config.toml`): the portal URL, a personal
+token and a default cluster. It holds a secret, so it is written 0600 in a 0700 folder, and replaced
+atomically."""
 
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 URL_ENV = "GPUPORTAL_URL"
 TOKEN_ENV = "GPUPORTAL_TOKEN"  # noqa: S105 - the variable's name, not a token
+CLUSTER_ENV = "GPUPORTAL_CLUSTER"
+# Slurm's ClusterName, as the portal's cluster files take it (slurm/clusters.py).
+CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 
 
 class ConfigError(Exception):
@@ -21,11 +26,21 @@ class Config:
     token: str = ""
     token_id: int | None = None
     username: str = ""
+    cluster: str = ""  # where work goes when a command names none; empty: the portal's default
 
 
 def config_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
     return Path(base) / "gpuportal" / "config.toml"
+
+
+def cluster_name(name: str) -> str:
+    """A cluster's name as the portal knows it (the cluster page shows it), or ConfigError."""
+    name = name.strip()
+    if not CLUSTER_NAME.fullmatch(name):
+        raise ConfigError(f"Cluster {name!r} is not a cluster's name: lower-case letters, digits, '-' and "
+                          "'_', starting with a letter (as the portal's cluster page shows it).")
+    return name
 
 
 def normalize_url(url: str) -> str:
@@ -48,7 +63,7 @@ def load() -> tuple[Config, bool]:
     token_id = data.get("token_id")
     return Config(url=str(data.get("url", "")), token=str(data.get("token", "")),
                   token_id=token_id if isinstance(token_id, int) else None,
-                  username=str(data.get("username", ""))), exposed
+                  username=str(data.get("username", "")), cluster=str(data.get("cluster", ""))), exposed
 
 
 def _toml_value(value: str | int) -> str:
@@ -59,7 +74,7 @@ def _toml_value(value: str | int) -> str:
 def save(config: Config) -> Path:
     path = config_path()
     lines = ["# Written by `gpuportal login`. It holds your personal API token: keep it private."]
-    for key in ("url", "username", "token", "token_id"):
+    for key in ("url", "username", "cluster", "token", "token_id"):
         value = getattr(config, key)
         if value not in ("", None):
             lines.append(f"{key} = {_toml_value(value)}")
@@ -77,11 +92,13 @@ def save(config: Config) -> Path:
     return path
 
 
-def resolve(config: Config, *, url: str | None) -> Config:
-    """Settings in force: --url, then the environment, then the file."""
+def resolve(config: Config, *, url: str | None, cluster: str | None = None) -> Config:
+    """Settings in force: --url (--cluster), then the environment, then the file."""
     given = url or os.environ.get(URL_ENV) or config.url
     chosen = normalize_url(given) if given else ""
-    # The stored token belongs to the stored portal: it is never sent to another URL.
-    stored = config.token if config.url and chosen == normalize_url(config.url) else ""
-    return Config(url=chosen, token=os.environ.get(TOKEN_ENV) or stored, token_id=config.token_id,
-                  username=config.username)
+    # The stored token and default cluster belong to the stored portal: never used with another URL.
+    same = bool(config.url) and chosen == normalize_url(config.url)
+    named = cluster or os.environ.get(CLUSTER_ENV) or (config.cluster if same else "")
+    return Config(url=chosen, token=os.environ.get(TOKEN_ENV) or (config.token if same else ""),
+                  token_id=config.token_id, username=config.username,
+                  cluster=cluster_name(named) if named else "")

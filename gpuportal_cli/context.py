@@ -1,4 +1,5 @@
-"""What every command shares: the resolved settings, the API client, the --json switch."""
+"""What every command shares: the resolved settings, the API client, the --json switch, and the
+cluster that work goes to (--cluster)."""
 
 import time
 from collections.abc import Callable
@@ -19,12 +20,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 @dataclass
 class State:
     url_option: str | None = None
+    cluster_option: str | None = None
     json: bool = False
 
     def settings(self) -> config.Config:
         """The settings in force (a config.ConfigError becomes exit code 2 in main)."""
         stored, exposed = config.load()
-        resolved = config.resolve(stored, url=self.url_option)
+        resolved = config.resolve(stored, url=self.url_option, cluster=self.cluster_option)
         if exposed and stored.token and resolved.token == stored.token:
             path = escape(str(config.config_path()))
             err.print(f"[yellow]Warning: {path} is readable by others: chmod 600 it.")
@@ -41,6 +43,12 @@ class State:
         return Client(settings.url, settings.token)
 
 
+    def cluster(self) -> str:
+        """The cluster named by --cluster, GPUPORTAL_CLUSTER or the config file; empty: none, so the
+        portal uses its default cluster (and a one-cluster portal is asked nothing new)."""
+        return self.settings().cluster
+
+
 pass_state = click.make_pass_decorator(State, ensure=True)
 
 
@@ -52,6 +60,22 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value:
         ctx.ensure_object(State).url_option = value
+
+
+def _set_cluster(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.ensure_object(State).cluster_option = value
+
+
+CLUSTER_HELP = ("The cluster to run on, by its name as the portal's cluster page shows it (default: "
+                "GPUPORTAL_CLUSTER, then `gpuportal default-cluster`, then the portal's default).")
+
+
+def cluster_option(command: F) -> F:
+    """--cluster on a command that starts work (it is also accepted before it: `gpuportal --cluster b
+    submit ...`)."""
+    return click.option("--cluster", expose_value=False, callback=_set_cluster, metavar="NAME",
+                        help=CLUSTER_HELP)(command)
 
 
 def common_options(command: F) -> F:

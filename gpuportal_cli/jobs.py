@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpuportal_cli.client import ApiError, Client, Exit
 from gpuportal_cli.config import ConfigError
-from gpuportal_cli.context import State, common_options, pass_state, wait_until
+from gpuportal_cli.context import State, cluster_option, common_options, pass_state, wait_until
 from gpuportal_cli.job_ids import JOB_ID, job_find
 from gpuportal_cli.output import duration, emit_json, err, fields, out, state_text, table, when
 from gpuportal_cli.waiting import waiting_show
@@ -72,6 +72,12 @@ def parameters_of(pairs: tuple[str, ...], properties: dict[str, Any]) -> dict[st
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--param")
         parameters[key] = _coerce(_read_value(raw), properties.get(key, {}))
     return parameters
+
+
+def on_cluster(chosen: str, work: dict[str, Any]) -> str:
+    """Where the user chose a cluster, the words saying where the work went; nothing otherwise (a
+    one-cluster site prints what it always did)."""
+    return f" on {work['cluster']}" if chosen and work.get("cluster") else ""
 
 
 def job_line(job: dict[str, Any]) -> str:
@@ -147,13 +153,15 @@ def templates(state: State, slug: str | None) -> None:
                    "instead of TEMPLATE; - reads stdin.")
 @click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True,
               help="Seconds between checks while waiting.")
+@cluster_option
 @common_options
 @pass_state
 def submit(state: State, template: str | None, pairs: tuple[str, ...], gpus: int | None,
            partition: str | None, time_limit: int | None, name: str | None, account: str | None, wait: bool,
            batch_file: Any, interval: float) -> None:
     """Submit a job from TEMPLATE (see `gpuportal templates TEMPLATE` for its parameters), or with
-    --batch a list of jobs in one request.
+    --batch a list of jobs in one request. --cluster: the cluster it runs on (with --batch: of each job
+    that names none).
 
     The request carries an Idempotency-Key and is retried with it, so a network failure never
     submits twice."""
@@ -181,16 +189,19 @@ def submit(state: State, template: str | None, pairs: tuple[str, ...], gpus: int
         body["name"] = name
     if account:
         body["account"] = account
+    if cluster := state.cluster():
+        body["cluster"] = cluster
     job = client.request("POST", "/jobs/", json=body, idempotent_create=True)
+    submitted = f"Submitted job {job['id']} ({escape(job['name'])}){escape(on_cluster(cluster, job))}"
     if not wait:
         if state.json:
             emit_json(job)
         else:
-            out.print(f"Submitted job {job['id']} ({escape(job['name'])}): ", state_text(job["state"]),
+            out.print(f"{submitted}: ", state_text(job["state"]),
                       f" — follow it with `gpuportal logs {job['id']} --follow`", sep="")
         return
     if not state.json:
-        err.print(f"Submitted job {job['id']} ({escape(job['name'])}); waiting for it to end.")
+        err.print(f"{submitted}; waiting for it to end.")
     _job_result(job_wait(client, job["id"], interval=interval, quiet=state.json), state)
 
 
@@ -203,6 +214,8 @@ def _submit_batch(state: State, batch_file: Any) -> None:
         raise click.BadParameter(f"not JSON: {error}", param_hint="--batch") from None
     if not isinstance(jobs, list):
         raise click.BadParameter("a JSON list of job objects", param_hint="--batch")
+    if cluster := state.cluster():  # the jobs that name no cluster of their own
+        jobs = [{"cluster": cluster, **item} if isinstance(item, dict) else item for item in jobs]
     answer = state.client().request("POST", "/jobs/", json=jobs, idempotent_create=True)
     if state.json:
         emit_json(answer)
@@ -261,12 +274,15 @@ def jobs(state: State, job_state: str | None, template: str | None, user: str | 
         emit_json(rows)
         return
     users = {row["user"] for row in rows}
+    clusters = {row.get("cluster") for row in rows}
     columns = [("ID", lambda j: j["id"]), ("NAME", lambda j: j["name"]),
                ("TEMPLATE", lambda j: j["template"]), ("STATE", lambda j: state_text(j["state"])),
                ("PARTITION", lambda j: j["partition"]), ("GPUS", lambda j: j["nodes"] * j["gpus_per_node"]),
                ("SUBMITTED", lambda j: when(j["submitted_at"])),
                ("ELAPSED", lambda j: duration(j.get("elapsed_seconds"))),
                ("EXIT", lambda j: j.get("exit_code"))]
+    if len(clusters) > 1:  # jobs on several clusters (ids are per cluster): say which is where
+        columns.insert(4, ("CLUSTER", lambda j: j["cluster"]))
     if len(users) > 1 or user:
         columns.insert(1, ("USER", lambda j: j["user"]))
     table(rows, columns, empty="No jobs.")
@@ -292,7 +308,8 @@ def job(state: State, job_id: str, script: bool) -> None:
               "started": when(detail.get("started_at")), "ended": when(detail.get("ended_at"))}
     fields(detail, [("Job", "id"), ("Slurm job", "slurm_job_id"), ("Portal ID", "uuid"), ("Name", "name"),
                     ("Template", "template"), ("User", "user"), ("State", "state"), ("Reason", "reason"),
-                    ("Exit code", "exit_code"), ("Signal", "exit_signal"), ("Partition", "partition"),
+                    ("Exit code", "exit_code"), ("Signal", "exit_signal"), ("Cluster", "cluster"),
+                    ("Partition", "partition"),
                     ("GPUs", "gpus"), ("Time limit (min)", "time_limit_minutes"), ("Nodes", "node_list"),
                     ("Submitted", "submitted"), ("Started", "started"), ("Ended", "ended"),
                     ("Elapsed", "elapsed"), ("GPU-hours", "gpu_hours"), ("Parameters", "parameters"),

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from gpuportal_cli import __version__, config
 from gpuportal_cli.client import EXIT_CODES_HELP, ApiError, Client, Exit
-from gpuportal_cli.context import State, common_options, pass_state
+from gpuportal_cli.context import CLUSTER_HELP, State, common_options, pass_state
 from gpuportal_cli.efficiency import jobstats
 from gpuportal_cli.extras import benchmarks, tensorboard
 from gpuportal_cli.gpus import gpu
@@ -22,8 +22,9 @@ from gpuportal_cli.sweeps import sweep
 EPILOG = f"""{EXIT_CODES_HELP}
 
 \b
-Settings: --url or GPUPORTAL_URL, and GPUPORTAL_TOKEN, override the config file
-(`gpuportal login` writes $XDG_CONFIG_HOME/gpuportal/config.toml, mode 0600).
+Settings: --url or GPUPORTAL_URL, GPUPORTAL_TOKEN, and --cluster or GPUPORTAL_CLUSTER, override the
+config file (`gpuportal login` writes $XDG_CONFIG_HOME/gpuportal/config.toml, mode 0600;
+`gpuportal default-cluster NAME` adds a default cluster to it).
 Shell completion (bash): eval "$(_GPUPORTAL_COMPLETE=bash_source gpuportal)"
 (zsh: zsh_source, fish: fish_source)."""
 
@@ -43,14 +44,16 @@ class PortalGroup(click.Group):
 @click.group(cls=PortalGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", envvar=config.URL_ENV, metavar="URL",
               help="The portal, e.g. https://portal.example.org (default: from `gpuportal login`).")
+@click.option("--cluster", metavar="NAME", help=CLUSTER_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the API's objects as JSON only (for scripts).")
 @click.version_option(__version__, prog_name="gpuportal")
 @click.pass_context
-def app(ctx: click.Context, url: str | None, as_json: bool) -> None:
+def app(ctx: click.Context, url: str | None, cluster: str | None, as_json: bool) -> None:
     """Command-line client of the gpuportal GPU cluster portal: batch jobs, notebook servers,
     TensorBoard and benchmarks, through the portal's REST API."""
     state = ctx.ensure_object(State)
     state.url_option = url
+    state.cluster_option = cluster
     state.json = state.json or as_json
 
 
@@ -87,8 +90,10 @@ def login(state: State, username: str | None, password_stdin: bool, token_name: 
         if problem.status == 403:  # a known user outside the portal's group: still a login failure
             problem.exit_code = Exit.AUTH
         raise
+    stored, _ = config.load()
+    same_portal = stored.url.strip().rstrip("/") == settings.url
     path = config.save(config.Config(url=settings.url, token=created["token"], token_id=created["id"],
-                                     username=username))
+                                     username=username, cluster=stored.cluster if same_portal else ""))
     shown = {key: value for key, value in created.items() if key != "token"}
     if state.json:
         emit_json({**shown, "url": settings.url, "username": username, "config": str(path)})
@@ -114,7 +119,7 @@ def logout(state: State) -> None:
                 raise  # the portal could not be asked: keep the token, so a retry can revoke it
     removed = bool(stored.token)
     if removed:
-        config.save(config.Config(url=stored.url, username=stored.username))
+        config.save(config.Config(url=stored.url, username=stored.username, cluster=stored.cluster))
     if state.json:
         emit_json({"url": stored.url, "revoked": revoked, "removed": removed})
     else:
@@ -133,6 +138,32 @@ def whoami(state: State) -> None:
         fields({**me, "groups": ", ".join(me["groups"])},
                [("User", "username"), ("Email", "email"), ("Groups", "groups"), ("Admin", "is_admin")])
         out.print(f"Portal: {state.settings().url}", markup=False)
+
+
+@app.command("default-cluster")
+@click.argument("name", required=False)
+@click.option("--clear", is_flag=True, help="Forget the default: work goes to the portal's default cluster.")
+@common_options
+@pass_state
+def default_cluster(state: State, name: str | None, clear: bool) -> None:
+    """Show, set (NAME) or clear (--clear) the cluster that work goes to when a command names none,
+    kept in the config file with the portal you logged in to. NAME is the cluster's name as the
+    portal's cluster page shows it; the portal checks it when work is started."""
+    if name and clear:
+        raise click.UsageError("Give NAME or --clear, not both.")
+    stored, _ = config.load()
+    if name or clear:
+        if not stored.url:
+            raise click.UsageError("Log in first (`gpuportal login --url URL`): a default is a portal's.")
+        stored.cluster = config.cluster_name(name) if name else ""
+        config.save(stored)
+    if state.json:
+        emit_json({"url": stored.url, "cluster": stored.cluster or None})
+    elif stored.cluster:
+        out.print(f"Default cluster: {stored.cluster}" + (f" (at {stored.url})" if stored.url else ""),
+                  markup=False)
+    else:
+        out.print("No default cluster: work goes to the portal's default cluster.")
 
 
 for command in (templates, submit, jobs, job, logs, cancel, rerun, sessions, session, open_, environments,

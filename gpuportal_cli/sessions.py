@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from gpuportal_cli.client import ApiError, Client, Exit
 from gpuportal_cli.config import ConfigError
-from gpuportal_cli.context import State, common_options, pass_state, wait_until
+from gpuportal_cli.context import State, cluster_option, common_options, pass_state, wait_until
 from gpuportal_cli.output import duration, emit_json, err, fields, out, state_text, table
 from gpuportal_cli.waiting import waiting_show
 
@@ -26,7 +26,8 @@ def complete_sessions(ctx: click.Context, _param: click.Parameter, incomplete: s
 
 def _show(card: dict[str, Any]) -> None:
     card = {**card, "time_left": duration(card.get("time_left_seconds"))}
-    fields(card, [("Session", "name"), ("State", "state"), ("Status", "status"), ("Partition", "partition"),
+    fields(card, [("Session", "name"), ("State", "state"), ("Status", "status"), ("Cluster", "cluster"),
+                  ("Partition", "partition"),
                   ("GPUs", "gpus"), ("Nodes", "nodes"), ("Hours", "hours"), ("Environment", "environment"),
                   ("Project", "account"), ("Slurm job", "job_id"), ("Node", "node"),
                   ("Time left", "time_left"), ("JupyterLab", "url"), ("Ended", "ended_at"),
@@ -76,6 +77,7 @@ def _session_wait(client: Client, name: str, *, interval: float, quiet: bool) ->
 @click.option("--account", help="Charge it to this project's Slurm account (see `gpuportal projects`).")
 @click.option("--wait", is_flag=True, help="Wait until JupyterLab is ready (exit 1 if the session ends).")
 @click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True)
+@cluster_option
 @common_options
 @pass_state
 def session_start(state: State, name: str, gpus: int | None, hours: float | None, partition: str | None,
@@ -83,7 +85,7 @@ def session_start(state: State, name: str, gpus: int | None, hours: float | None
                   interval: float) -> None:
     """Start a notebook server (sent with an Idempotency-Key: a retry starts it once)."""
     options = {"gpus": gpus, "hours": hours, "partition": partition, "nodes": nodes,
-               "environment": environment, "account": account}
+               "environment": environment, "account": account, "cluster": state.cluster() or None}
     body = {"name": name, **{key: value for key, value in options.items() if value is not None}}
     client = state.client()
     card = client.request("POST", "/sessions/", json=body, idempotent_create=True)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from gpuportal_cli.context import State, common_options, pass_state
+from gpuportal_cli.context import State, cluster_option, common_options, pass_state
 from gpuportal_cli.jobs import parameters_of
 from gpuportal_cli.output import emit_json, out, table, when
 
@@ -58,6 +58,7 @@ def sweep() -> None:
 @click.option("--objective", required=True, help="The metric to optimise, as the script logs it.")
 @click.option("--direction", type=click.Choice(["min", "max"]), required=True)
 @click.option("--name", help="A name for the sweep.")
+@cluster_option
 @common_options
 @pass_state
 def sweep_start(state: State, template: str, pairs: tuple[str, ...], listed: Path | None, samples: int | None,
@@ -79,6 +80,8 @@ def sweep_start(state: State, template: str, pairs: tuple[str, ...], listed: Pat
         body.update(method="grid", space=space_of(pairs))
     if name:
         body["name"] = name
+    if cluster := state.cluster():
+        body["cluster"] = cluster
     created = client.request("POST", "/sweeps/", json=body)
     if state.json:
         emit_json(created)
