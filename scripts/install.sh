@@ -80,29 +80,8 @@ if [[ ! -f $USER_FILES_CONF || $(cat "$USER_FILES_CONF") != "$user_files_conf" ]
   say "writing $USER_FILES_CONF"
   printf '%s\n' "$user_files_conf" | install -o root -g root -m 0644 /dev/stdin "$USER_FILES_CONF"
 fi
-# With --dev: the bed's cluster files (#38, docs/admin/adding-a-cluster.md), so the portal's services
-# and the hub front both of the bed's clusters. Written while the bed has cluster-b (SLURM_DEV_CLUSTERS
-# as slurm/dev/lib.sh resolves it, and its slurm.conf there), removed while it has one: a file naming
-# a cluster that is down for good would hold that cluster's work forever. Root's, like the folder.
-if ((dev)); then
-  bed_clusters=${SLURM_DEV_CLUSTERS:-$(cat "$GPUPORTAL_STATE/slurm/dev-clusters" 2>/dev/null || true)}
-  if [[ ${bed_clusters:-2} == 2 && -f /etc/slurm-cluster-b/slurm.conf ]]; then
-    install -d -o root -g root -m 0755 "$CLUSTERS_DIR"
-    cluster_file() {  # cluster_file NAME CONTENT: written only when it changed
-      local file="$CLUSTERS_DIR/$1.toml"
-      if [[ ! -f $file || $(cat "$file") != "$2" || $(stat -c %a:%U:%G "$file") != 644:root:root ]]; then
-        say "writing $file"
-        printf '%s\n' "$2" | install -o root -g root -m 0644 /dev/stdin "$file"
-      fi
-    }
-    cluster_file gpuportal "$(printf 'name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true')"
-    cluster_file cluster-b "$(printf 'name = "cluster-b"\ntitle = "Cluster B"')"
-  elif [[ -e $CLUSTERS_DIR/gpuportal.toml || -e $CLUSTERS_DIR/cluster-b.toml ]]; then
-    say "removing the bed's cluster files from $CLUSTERS_DIR (the bed has one cluster)"
-    rm -f "$CLUSTERS_DIR/gpuportal.toml" "$CLUSTERS_DIR/cluster-b.toml"
-    rmdir "$CLUSTERS_DIR" 2>/dev/null || true
-  fi
-fi
+# With --dev: the bed's cluster files (scripts/bed-clusters.sh; scripts/up.sh writes them too).
+((dev)) && "$ROOT/scripts/bed-clusters.sh"
 # sudoers_install NAME DESTINATION: deploy/sudoers.d/NAME as DESTINATION, root, 0440, once visudo
 # accepts it.
 sudoers_install() {

@@ -9,6 +9,8 @@ source "$(dirname "$0")/lib.sh"
 # slurmdbd ties to their uids when granted.
 "$ROOT/scripts/install.sh"
 "$ROOT/slurm/dev/up.sh"
+# The bed's clusters as cluster files, before the portal's services and the hub read them (#38).
+"$ROOT/scripts/bed-clusters.sh"
 mkdir -p "$RUN" "$LOG"
 
 # The account's home is root's (it holds the environment file root writes); run/ and log/ are the
