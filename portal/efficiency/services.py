@@ -23,6 +23,7 @@ from portal.jobs.models import TERMINAL_STATES, Job, JobState
 from portal.jobs.selectors import jobs_on_cluster_of
 from portal.notifications.tasks import admin_notice
 from portal.sessions.models import Session
+from portal.sessions.services.slurm_sync import sessions_on_cluster_of
 from slurm import states
 from slurm.adapter import Slurm
 from slurm.parsing import JobEfficiency
@@ -71,13 +72,13 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
 
 
 def _due(now: datetime, slurm: Slurm) -> tuple[list[Job], list[Session]]:
-    """The work due; jobs of `slurm`'s cluster alone (their ids are its own)."""
+    """The work due; jobs and sessions of `slurm`'s cluster alone (their ids are its own)."""
     since, limit = now - timedelta(hours=settings.EFFICIENCY_LOOKBACK_HOURS), settings.EFFICIENCY_PER_CYCLE
     jobs = list(Job.objects.filter(jobs_on_cluster_of(slurm), state__in=_ENDED_STATES, ended_at__gte=since,
                                    started_at__isnull=False, efficiency__isnull=True)
                 .exclude(slurm_job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
-    sessions = list(Session.objects.filter(ended_at__gte=since, started_at__isnull=False,
-                                                  efficiency__isnull=True)
+    sessions = list(Session.objects.filter(sessions_on_cluster_of(slurm), ended_at__gte=since,
+                                           started_at__isnull=False, efficiency__isnull=True)
                     .exclude(job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
     # The oldest `limit` of both together.
     oldest = sorted([*jobs, *sessions], key=lambda work: work.ended_at)[:limit]

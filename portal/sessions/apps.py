@@ -13,4 +13,5 @@ class SessionsConfig(AppConfig):
         from portal.sessions import signals  # noqa: F401 (connects the logout receiver)
         from portal.sessions.cycle import LATER, sessions_before
         from portal.sessions.services.slurm_sync import sessions_follow
-        kind_register(Kind("sessions", sessions_follow, order=30, before=sessions_before, later=LATER))
+        kind_register(Kind("sessions", sessions_follow, order=30, before=sessions_before, later=LATER,
+                           every_cluster=True))

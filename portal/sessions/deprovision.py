@@ -39,7 +39,9 @@ def servers_of_inactive_end(*, reason: str, user_id: int | None = None, hub: Jup
             continue
         ended += 1
         for job_id in _job_ids(server):
-            slurm = slurm or Slurm.from_settings()
+            # The poll cycle's adapter where it is the session's cluster's (#38); else that cluster's.
+            if slurm is None or getattr(slurm, "cluster", None) not in (None, server.cluster):
+                slurm = Slurm.from_settings(server.cluster)
             try:
                 slurm.cancel_as_operator(job_id=job_id)
             except SlurmRejected as error:  # it ended meanwhile

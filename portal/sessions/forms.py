@@ -6,6 +6,7 @@ from portal.environments.models import Environment
 from portal.environments.selectors import environment_choices
 from portal.policy.rules import SERVER_NAME_RULE, PartitionRules, Policy
 from portal.projects.selectors import budget_label, project_budget, user_projects
+from slurm.clusters import clusters_from_settings
 
 
 class ServerStartForm(forms.Form):
@@ -14,6 +15,8 @@ class ServerStartForm(forms.Form):
 
     name = forms.CharField(max_length=30, initial="my-server", help_text=SERVER_NAME_RULE)
     profile = forms.CharField(required=False, max_length=30, widget=forms.HiddenInput)
+    # Checked by the service (a configured cluster), like the API's; only where there is a choice.
+    cluster = forms.CharField(label="Cluster", required=False, widget=forms.Select)
     # A select, but checked by the policy (its message, like the API's and the hub's), not Django's.
     partition = forms.CharField(required=False, widget=forms.Select)
     gpus = forms.IntegerField(label="GPUs per node", initial=1, required=False)
@@ -43,6 +46,12 @@ class ServerStartForm(forms.Form):
                       if rules.partitions is None or p.name in rules.partitions]
         self.fields["partition"].widget.choices = [(p.name, _label(p)) for p in partitions]
         self.fields["partition"].initial = policy.default_partition
+        clusters = clusters_from_settings()
+        if clusters.several:
+            self.fields["cluster"].widget.choices = [(known.name, known.title) for known in clusters.all]
+            self.fields["cluster"].initial = clusters.default.name
+        else:  # a one-cluster site's form is as before #38
+            del self.fields["cluster"]
         today = timezone.localdate()
         budgets = [project_budget(project=project, today=today)
                    for project in (user_projects(user=user) if user is not None else [])]

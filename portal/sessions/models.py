@@ -5,6 +5,12 @@ from django.db import models
 from django.db.models import Q
 
 from portal.core.versions import FollowedQuerySet
+from slurm.clusters import clusters_from_settings
+
+
+def default_cluster() -> str:
+    """The default cluster's name (CLUSTERS_DIR, or SLURM_CLUSTER_NAME): where a session naming none runs."""
+    return clusters_from_settings().default.name
 
 
 class Session(models.Model):
@@ -32,6 +38,9 @@ class Session(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                              related_name="notebook_servers")
     name = models.CharField(max_length=30)
+    # Slurm's ClusterName of the cluster its job runs on (slurm/clusters.py, #38): its job id is that
+    # cluster's, and only that cluster's poll cycle follows it.
+    cluster = models.CharField(max_length=40, default=default_cluster)
     partition = models.CharField(max_length=64)
     gpus = models.PositiveSmallIntegerField()
     hours = models.FloatField()

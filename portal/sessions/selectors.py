@@ -21,6 +21,7 @@ from portal.cluster.models import PollStatus, SlurmJob
 from portal.sessions.models import Session
 from portal.waits.models import Waiting
 from portal.waits.selectors import waiting_by_job, waiting_get
+from slurm.clusters import clusters_from_settings
 from slurm.states import is_running
 
 RECENTLY_ENDED = timedelta(days=1)
@@ -87,6 +88,8 @@ class ServerCard:
     freshness: Freshness
     waiting: Waiting | None = None  # why its job waits, while Slurm holds it pending (portal.waits)
     account: str = ""  # the project's Slurm account; '' the user's default
+    cluster: str = ""  # the cluster it runs on (its job id is that cluster's)
+    cluster_title: str = ""  # its title where several are configured (its name, for one no longer); else ''
     spawn_attempts: int = 0  # times the portal has asked the hub for it
 
     @property
@@ -154,18 +157,26 @@ def server_recent_page(*, user: User, page: object = 1) -> Page:
 
 
 def _cards(rows: list[Session], freshness: Freshness) -> list[ServerCard]:
-    now = timezone.now()
+    now, default = timezone.now(), clusters_from_settings().default.name
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
-        job_id__in=[row.job_id for row in rows if row.job_id and row.ended_at is None])}
-    waiting = waiting_by_job(job_ids=[row.job_id for row in rows if _may_wait(row)])
-    return [_card(row, jobs.get(row.job_id), now, freshness, waiting.get(row.job_id)) for row in rows]
+        job_id__in=[_snapshot_id(row, default) for row in rows if row.ended_at is None])}
+    waiting = waiting_by_job(job_ids=[_snapshot_id(row, default) for row in rows if _may_wait(row)])
+    return [_card(row, jobs.get(_snapshot_id(row, default)), now, freshness,
+                  waiting.get(_snapshot_id(row, default))) for row in rows]
 
 
 def server_card(*, server: Session, freshness: Freshness | None = None) -> ServerCard:
     """The card of one server, ended long ago or not (an idempotent replay may ask for any)."""
-    job = SlurmJob.objects.filter(job_id=server.job_id).first() if server.job_id else None
-    waiting = waiting_get(job_id=server.job_id) if _may_wait(server) else None
+    job_id = _snapshot_id(server, clusters_from_settings().default.name)
+    job = SlurmJob.objects.filter(job_id=job_id).first() if job_id else None
+    waiting = waiting_get(job_id=job_id) if _may_wait(server) else None
     return _card(server, job, timezone.now(), freshness or sessions_freshness(), waiting)
+
+
+def _snapshot_id(row: Session, default: str) -> str:
+    """Its job's id in the cycle's snapshot and waits, which are the default cluster's: ids of two
+    clusters may coincide, so another cluster's session (#38) reads its own reports alone."""
+    return row.job_id if row.cluster == default else ""
 
 
 def _may_wait(row: Session) -> bool:
@@ -214,8 +225,16 @@ def _card(row: Session, job: SlurmJob | None, now: datetime, freshness: Freshnes
         queue_timeout_minutes=row.queue_timeout_minutes, hub_accepted_at=row.hub_accepted_at,
         started_at=row.started_at, ready_at=row.ready_at, first_connect_at=row.first_connect_at,
         pending_reasons=list(row.pending_reasons or []), freshness=freshness, waiting=waiting,
-        account=row.account, spawn_attempts=row.spawn_attempts,
+        account=row.account, spawn_attempts=row.spawn_attempts, cluster=row.cluster,
+        cluster_title=_cluster_title(row.cluster),
     )
+
+
+def _cluster_title(name: str) -> str:
+    clusters = clusters_from_settings()
+    if not clusters.several:
+        return ""
+    return next((known.title for known in clusters.all if known.name == name), name)
 
 
 def _lab_url(row: Session) -> str:
@@ -225,7 +244,7 @@ def _lab_url(row: Session) -> str:
 
 
 # The start form's options a session can be relaunched with (and a preset's link can carry).
-START_FIELDS = ("partition", "gpus", "hours", "nodes", "environment", "account")
+START_FIELDS = ("partition", "gpus", "hours", "nodes", "environment", "account", "cluster")
 
 
 def server_start_initial(*, user: User, query: Mapping[str, str]) -> dict[str, Any]:

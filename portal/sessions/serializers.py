@@ -10,6 +10,7 @@ class SessionSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["queued", "starting", "ready", "stopping", "ended"],
                                     help_text="As of `as_of`: read from the portal's database")
     status = serializers.CharField(help_text="State for people, e.g. 'queued: Resources'")
+    cluster = serializers.CharField(help_text="The cluster it runs on; its Slurm job id is that cluster's")
     partition = serializers.CharField()
     gpus = serializers.IntegerField(help_text="GPUs per node")
     hours = serializers.FloatField()
@@ -77,6 +78,9 @@ class SessionCreateSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=32,
         help_text="The Slurm account of one of your projects (GET /api/v1/projects/), charged and limited "
                   "by its GPU-hour budget (sbatch --account); default: your default account")
+    cluster = fields.CharField(
+        max_length=40, required=False, allow_blank=True,
+        help_text="The name of a configured cluster (its Slurm ClusterName); default: the default cluster")
 
     def validate(self, attrs: dict) -> dict:
         unknown = sorted(set(self.initial_data) - set(self.fields))

@@ -16,6 +16,7 @@ from portal.environments.models import NAME_PATTERN as ENVIRONMENT_NAME_PATTERN
 from portal.sessions.hub import HubError, HubServer, JupyterHub
 from portal.sessions.models import Session
 from portal.sessions.services.slurm_sync import reason_noted, stop_reason
+from slurm.clusters import clusters_from_settings
 from slurm.states import is_pending, is_running
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,13 @@ ENVIRONMENT_NAME = re.compile(ENVIRONMENT_NAME_PATTERN)
 def _environment_name(value: object) -> str:
     """An adopted server's environment as the hub recorded it (the spawner checked its shape)."""
     return value if isinstance(value, str) and ENVIRONMENT_NAME.fullmatch(value) else ""
+
+
+def _cluster_name(value: object, default: str) -> str:
+    """An adopted server's cluster as the hub recorded it (#38: its spawner checked it against the same
+    clusters); none, or one no longer configured, is the default's."""
+    names = {cluster.name for cluster in clusters_from_settings().all}
+    return value if isinstance(value, str) and value in names else default
 
 
 def servers_hub_sync(*, hub: JupyterHub | None = None) -> bool:
@@ -61,6 +69,7 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer], listed_at: da
     now); what changed in the portal since is not the hub's to judge."""
     now = timezone.now()
     listed_at = listed_at or now
+    default = clusters_from_settings().default.name
     active = {s.name: s for s in Session.objects.select_for_update().filter(
         user=user, ended_at__isnull=True)}
     listed_only = {name: s for name, s in hub_servers.items() if name not in active}
@@ -68,18 +77,22 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer], listed_at: da
     # hub noticed, or one stopped while the hub's answer was on the way; the hub still lists them.
     ended = Session.objects.filter(user=user, ended_at__isnull=False).filter(
         Q(job_id__in=[s.job_id for s in listed_only.values() if s.job_id])
-        | Q(name__in=listed_only, ended_at__gte=listed_at)).values_list("name", "job_id", "ended_at")
+        | Q(name__in=listed_only, ended_at__gte=listed_at)
+    ).values_list("name", "cluster", "job_id", "ended_at")
     for name, hub_server in listed_only.items():
-        if any((job_id and job_id == hub_server.job_id) or (ended_name == name and ended_at >= listed_at)
-               for ended_name, job_id, ended_at in ended):
+        cluster = _cluster_name(hub_server.user_options.get("cluster"), default)
+        if any((job_id and (cluster, job_id) == (ended_cluster, hub_server.job_id))
+               or (ended_name == name and ended_at >= listed_at)
+               for ended_name, ended_cluster, job_id, ended_at in ended):
             continue
         options = hub_server.user_options
         active[name] = Session.objects.create(
-            user=user, name=name, partition=str(options.get("partition", "")),
+            user=user, name=name, cluster=cluster, partition=str(options.get("partition", "")),
             gpus=int(options.get("gpus", 0)), hours=float(options.get("hours", 0)),
             nodes=int(options.get("nodes", 1)), environment=_environment_name(options.get("environment")),
             account=str(options.get("account", ""))[:32], hub_accepted_at=now,
         )
+    # The cycle's snapshot is the default cluster's: another cluster's job ids may be the same (#38).
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[s.job_id for s in hub_servers.values() if s.job_id])}
     for name, server in active.items():
@@ -94,7 +107,8 @@ def servers_sync(*, user: User, hub_servers: dict[str, HubServer], listed_at: da
                                      else Session.EndReason.ENDED)
                 server.save(update_fields=["ended_at", "end_reason"])
             continue
-        _hub_view_apply(server, hub_server, jobs.get(hub_server.job_id), now)
+        job = jobs.get(hub_server.job_id) if server.cluster == default else None
+        _hub_view_apply(server, hub_server, job, now)
 
 
 def _hub_view_apply(server: Session, hub_server: HubServer, job: SlurmJob | None,

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.core.audit_context import CULLER, HUB, acting_part
@@ -17,6 +18,7 @@ from portal.core.published import file_publish
 from portal.lifecycle.kinds import Followed, span_of
 from portal.sessions.models import Session
 from slurm.adapter import Slurm
+from slurm.clusters import clusters_from_settings
 from slurm.parsing import AccountedJob, QueuedJob
 from slurm.states import CANCELLED, TIMEOUT, is_final, is_live, is_pending, is_running
 
@@ -56,8 +58,17 @@ def server_queued_note(*, server_id: int, reason: str) -> bool:
         return bool(fields)
 
 
-def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) -> list[Session]:
-    """The poll cycle, for every user's active servers: record the Slurm job, when it started, its
+def sessions_on_cluster_of(slurm: Slurm) -> Q:
+    """The sessions that `slurm`'s cluster runs (#38): Slurm ids are a cluster's own, and two clusters'
+    may coincide. Every session where the adapter names no cluster (a one-cluster site)."""
+    cluster = getattr(slurm, "cluster", None)
+    return Q() if cluster is None else Q(cluster=cluster)
+
+
+def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None,
+                        on_cluster: Q | None = None) -> list[Session]:
+    """The poll cycle, for every user's active servers (`on_cluster`: those of the queue's cluster,
+    `sessions_on_cluster_of`): record the Slurm job, when it started, its
     pending reasons and end time from this cycle's squeue (a job is found by id, or, before the portal
     knows its id, by owner and the session's key in its comment). Returns the servers whose job has
     left the queue: accounting says how it ended."""
@@ -68,11 +79,11 @@ def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None) 
     by_comment = {(row.user, row.comment): row for row in named if row.comment}
     # A server started at the hub's own API has no key: found by owner and the hub's job name, and
     # only in a job without a key (another session's, an ended one's orphan, is never taken for it).
-    ended_jobs = set(Session.objects.filter(ended_at__isnull=False, job_id__in=[
+    ended_jobs = set(Session.objects.filter(on_cluster or Q(), ended_at__isnull=False, job_id__in=[
         row.job_id for row in named]).values_list("job_id", flat=True))
     by_name = {(row.user, row.name): row for row in named if not row.comment and row.job_id not in ended_jobs}
     left = []
-    for server in Session.objects.filter(ended_at__isnull=True).select_related("user"):
+    for server in Session.objects.filter(on_cluster or Q(), ended_at__isnull=True).select_related("user"):
         username = server.user.username
         row = by_id.get(server.job_id) if server.job_id else (
             by_comment.get((username, server.slurm_comment))
@@ -118,10 +129,15 @@ class SessionsSettled:
 
 
 def sessions_follow(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
-    """Sessions as a kind of the poll cycle's work (portal.lifecycle.kinds); the hub sends their
-    sbatch, so none is ever looked up by comment here (the orphans step cancels by key)."""
-    servers_queue_publish(queue=queue, taken_before=queried_at)  # the hub's routine polls read it
-    left = servers_apply_queue(queue=queue, now=queried_at)
+    """Sessions as a kind of the poll cycle's work (portal.lifecycle.kinds), on any cluster: each
+    cluster's cycle follows its own sessions. The hub sends their sbatch, so none is ever looked up
+    by comment here (the orphans step cancels by key)."""
+    cluster = getattr(slurm, "cluster", None)
+    if cluster is None or cluster == clusters_from_settings().default.name:
+        # The hub's routine polls of the default cluster's servers read it; another cluster's poller
+        # runs its own squeue (spawners.queue_poller).
+        servers_queue_publish(queue=queue, taken_before=queried_at)
+    left = servers_apply_queue(queue=queue, now=queried_at, on_cluster=sessions_on_cluster_of(slurm))
     report = SessionsSettled()
 
     def settle(rows: list[AccountedJob]) -> None:

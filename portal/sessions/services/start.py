@@ -32,6 +32,7 @@ from portal.sessions.hub import HubError, HubServerLimit, HubUnavailable, Jupyte
 from portal.sessions.models import Session
 from portal.tokens.report import report_token
 from portal.tokens.tracking import tracking_token
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmUnreachable, slurm_failure
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class ServerOptions:
     account: str = ""  # a project's Slurm account (sbatch --account); '' for the user's default
     server_id: int | None = None  # the record's, once stored: its job's report token names it
     comment: str = ""  # the record's slurm_comment: its Slurm job carries it (--comment)
+    cluster: str = ""  # the configured cluster it runs on (slurm/clusters.py), by name
 
     def hub_options(self) -> dict[str, Any]:
         """The user_options the hub gets. It has no database: the environment's kernel and prefix
@@ -69,6 +71,10 @@ class ServerOptions:
             options["profile"] = self.profile
         if self.account:
             options["account"] = self.account
+        if self.cluster and clusters_from_settings().several:
+            # The spawner submits, polls and cancels with its `-M`; a one-cluster site's hub is told
+            # nothing new, and its commands stay as they were.
+            options["cluster"] = self.cluster
         if self.environment is not None and self.environment.kind == Environment.Kind.CONTAINER:
             # The spawner runs the server in the image (portal.containers; its runtime and image).
             image = self.environment.container_image
@@ -86,7 +92,8 @@ def _usage(active: list[Session]) -> Usage:
 
 def server_options_clean(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
                          hours: float | None = None, nodes: int | None = None, environment: str = "",
-                         profile: str = "", account: str = "", policy: Policy | None = None) -> ServerOptions:
+                         profile: str = "", account: str = "", cluster: str = "",
+                         policy: Policy | None = None) -> ServerOptions:
     """The policy's checks (portal.policy.rules, which the hub runs again on the same published
     policy), plus what only the portal knows: names in use and the environments that exist."""
     errors: dict[str, str] = {}
@@ -107,6 +114,9 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
                                      "container).")
     if account and not user_projects(user=user).filter(slurm_account=account).exists():
         errors["account"] = f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."
+    clusters = clusters_from_settings()
+    if cluster and cluster not in (names := [known.name for known in clusters.all]):
+        errors["cluster"] = f"Unknown cluster {cluster!r}; configured: {', '.join(names)}."
     size = None
     try:
         size = session_resolve(policy, groups=user_groups(user), usage=_usage(active), request=SessionRequest(
@@ -120,13 +130,14 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
         raise InvalidInput({field: [message] for field, message in errors.items()})
     return ServerOptions(name=name, partition=size.partition, gpus=size.gpus, hours=size.hours,
                          nodes=size.nodes, environment=chosen_environment, profile=size.profile,
-                         account=account)
+                         account=account, cluster=clusters.get(cluster or None).name)
 
 
 def server_start(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
                  hours: float | None = None, nodes: int | None = None, environment: str = "",
-                 profile: str = "", account: str = "", queue_timeout_minutes: int | None = None,
-                 idempotency_key: str = "", request_digest: str = "") -> Session:
+                 profile: str = "", account: str = "", cluster: str = "",
+                 queue_timeout_minutes: int | None = None, idempotency_key: str = "",
+                 request_digest: str = "") -> Session:
     """Validate and record the server (which claims its name); a Celery task asks the hub for it
     (`server_spawn`), so this answers at once. Raises InvalidInput; the hub's refusal comes later,
     as the end of the record (nothing half-made stays behind: `server_spawn`)."""
@@ -134,7 +145,8 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
     if existing := idempotent_replay(mine, key=idempotency_key, digest=request_digest):
         return existing
     options = server_options_clean(user=user, name=name, partition=partition, gpus=gpus, hours=hours,
-                                   nodes=nodes, environment=environment, profile=profile, account=account)
+                                   nodes=nodes, environment=environment, profile=profile, account=account,
+                                   cluster=cluster)
     if queue_timeout_minutes is not None and not 1 <= queue_timeout_minutes <= 7 * 24 * 60:
         raise InvalidInput({"queue_timeout_minutes": ["1 minute to 7 days."]})
     try:
@@ -143,7 +155,7 @@ def server_start(*, user: User, name: str, partition: str | None = None, gpus: i
                 user=user, name=options.name, partition=options.partition, gpus=options.gpus,
                 hours=options.hours, nodes=options.nodes,
                 environment=options.environment.name if options.environment else "",
-                profile=options.profile, account=options.account,
+                profile=options.profile, account=options.account, cluster=options.cluster,
                 queue_timeout_minutes=queue_timeout_minutes,
                 idempotency_key=idempotency_key, request_digest=request_digest,
             )
@@ -188,7 +200,8 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
     is not asked (its sbatch would fail and the session be refused): the session waits, no attempt
     counted, and goes when a cycle sees Slurm back (servers_spawn_retry), as jobs do; its queue
     timeout, if it has one, still applies."""
-    if slurm_known_down():
+    cluster = Session.objects.filter(pk=server_id).values_list("cluster", flat=True).first()
+    if slurm_known_down(cluster):
         logger.info("server %s waits for Slurm to answer again", server_id)
         return
     now = timezone.now()
@@ -204,7 +217,7 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
     options = ServerOptions(name=server.name, partition=server.partition, gpus=server.gpus,
                             hours=server.hours, nodes=server.nodes, environment=environment,
                             profile=server.profile, account=server.account, server_id=server.pk,
-                            comment=server.slurm_comment)
+                            comment=server.slurm_comment, cluster=server.cluster)
     try:
         try:
             _hub_ask(hub, username, server.name, options)
@@ -232,7 +245,7 @@ def server_spawn(*, server_id: int, hub: JupyterHub | None = None) -> None:
         _hub_record_forget(hub, username, server.name)
         # Slurm went down while the hub was asked, as the cycle knows or as sbatch's own words say
         # (it reached no slurmctld, so no job was made): the session waits for Slurm, not ended.
-        if slurm_known_down() or isinstance(slurm_failure(error.message), SlurmUnreachable):
+        if slurm_known_down(server.cluster) or isinstance(slurm_failure(error.message), SlurmUnreachable):
             logger.warning("Slurm down while %s/%s was spawned, it waits: %s", username, server.name,
                            error.message)
             return
