@@ -174,6 +174,9 @@ class WorkKind(Generic[M]):
     # Hand a due row to a worker's task, which claims it and runs its sbatch under its own time
     # limit, never the poll cycle's.
     resubmit: Callable[[int], None]
+    # The rows a cycle's adapter follows (#38): Slurm ids and queues are a cluster's own, so each
+    # cluster's cycle follows only the rows on its cluster. Every row by default (one cluster).
+    on_cluster: Callable[[Slurm], Q] = lambda slurm: Q()
 
     def comment(self, work: M) -> str:
         return f"{self.prefix}{work.uuid}"
@@ -297,12 +300,13 @@ def work_apply_queue(*, kind: WorkKind[M], queue: list[QueuedJob], queried_at: d
         if row.comment.startswith(kind.prefix) and _is_uuid(row.comment.removeprefix(kind.prefix)):
             by_comment.setdefault(row.comment, []).append(row)
     uuids = [comment.removeprefix(kind.prefix) for comment in by_comment]
-    for work in kind.model.objects.filter(uuid__in=uuids).exclude(kind.waiting).select_related("user"):
+    rows = kind.model.objects.filter(kind.on_cluster(slurm))
+    for work in rows.filter(uuid__in=uuids).exclude(kind.waiting).select_related("user"):
         comment, user = kind.comment(work), work.user.username
         _cancel(kind, work, duplicates(by_comment[comment], comment=comment, user=user,
                                        keep=work.slurm_job_id), slurm)
     unsettled = Unsettled(kind=kind, queried_at=queried_at)
-    for work in kind.model.objects.filter(kind.waiting, due()).select_related("user"):
+    for work in rows.filter(kind.waiting, due()).select_related("user"):
         comment, user = kind.comment(work), work.user.username
         found = rows_of(by_comment.get(comment, []), comment=comment, user=user)
         if not found:

@@ -46,8 +46,8 @@ class AppListCreateApi(APIView):
     @extend_schema(request=AppStartInputSerializer, responses={
         201: AppSerializer, 200: OpenApiResponse(AppSerializer, description=(
             "One of yours of the same type with the same parameters is already active: that one")),
-        400: OpenApiResponse(description="An unknown type, or a parameter outside its form (the error names "
-                                         "it, under `parameters`)"),
+        400: OpenApiResponse(description="An unknown type or cluster, or a parameter outside its form (the "
+                                         "error names it, under `parameters`)"),
         409: OpenApiResponse(description="You have as many apps running as allowed")},
         summary="Start an app (a small Slurm job as you): TensorBoard, VS Code, your own web app…",
         description="It is saved `queued` and a background worker submits it; then `starting`, `ready` "
@@ -57,7 +57,8 @@ class AppListCreateApi(APIView):
         data = AppStartInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         app, created = app_start(user=request.user, type=data.validated_data["type"],
-                                 parameters=data.validated_data["parameters"])
+                                 parameters=data.validated_data["parameters"],
+                                 cluster=data.validated_data.get("cluster", ""))
         return Response(AppSerializer(app).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 

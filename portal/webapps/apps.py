@@ -10,4 +10,6 @@ class WebAppsConfig(AppConfig):
         # Its work, for the poll cycle (portal.lifecycle.kinds).
         from portal.lifecycle.kinds import Kind, kind_register
         from portal.webapps.services import apps_follow, apps_follow_queue
-        kind_register(Kind("apps", apps_follow_queue, order=40, after=lambda slurm: apps_follow(slurm=slurm)))
+        # Apps run on any configured cluster: each cluster's cycle follows its own (#38).
+        kind_register(Kind("apps", apps_follow_queue, order=40, after=lambda slurm: apps_follow(slurm=slurm),
+                           every_cluster=True))

@@ -15,6 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from portal.core.versions import FollowedQuerySet
+from portal.jobs.models import default_cluster
 
 COMMENT_PREFIX = "gpuportal-app:"
 SLUG = RegexValidator(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$", "Lowercase letters, digits and hyphens.")
@@ -78,6 +79,9 @@ class App(models.Model):
                                 related_name="apps", help_text="A TensorBoard's session, whose logs it shows")
     time_limit_minutes = models.PositiveIntegerField()
     idle_minutes = models.PositiveIntegerField()
+    # Slurm's ClusterName of the cluster it runs on (slurm/clusters.py): its Slurm id is that
+    # cluster's, and only that cluster's poll cycle follows it.
+    cluster = models.CharField(max_length=40, default=default_cluster)
     slurm_job_id = models.CharField(max_length=32, blank=True)
     # Its sbatch runs in a worker (portal.lifecycle.work): when it is due, and when one timed out.
     next_attempt_at = models.DateTimeField(null=True, blank=True)

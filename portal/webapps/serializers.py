@@ -32,6 +32,9 @@ class AppStartInputSerializer(serializers.Serializer):
     type = fields.CharField(max_length=40, help_text="An app type's slug (GET /api/v1/app-types/)")
     parameters = serializers.DictField(required=False, default=dict, help_text=(
         "Its form's values, as the type's `parameters` schema says"))
+    cluster = fields.CharField(
+        max_length=40, required=False, allow_blank=True,
+        help_text="The name of a configured cluster (its Slurm ClusterName); default: the default cluster")
 
     def validate(self, attrs: dict) -> dict:
         if unknown := sorted(set(self.initial_data) - set(self.fields)):
@@ -44,6 +47,8 @@ class AppSerializer(serializers.ModelSerializer):
     type = serializers.CharField(source="type.slug")
     type_name = serializers.CharField(source="type.name")
     session = serializers.CharField(source="session.name", allow_null=True, default=None)
+    cluster = serializers.CharField(read_only=True, help_text=(
+        "The cluster it runs on; its Slurm job id is that cluster's"))
     url = serializers.SerializerMethodField(help_text=(
         "Its own origin on the apps gateway; a browser gets in through `open_url`"))
     open_url = serializers.SerializerMethodField(help_text=(
@@ -52,7 +57,7 @@ class AppSerializer(serializers.ModelSerializer):
     class Meta:
         model = App
         fields = ["id", "uuid", "type", "type_name", "owner", "parameters", "job", "session", "state",
-                  "reason", "slurm_job_id", "host", "port", "time_limit_minutes", "idle_minutes",
+                  "reason", "cluster", "slurm_job_id", "host", "port", "time_limit_minutes", "idle_minutes",
                   "created_at", "submitted_at", "started_at", "ready_at", "ended_at", "last_access", "url",
                   "open_url"]
 

@@ -26,6 +26,7 @@ from portal.core.errors import Conflict, InvalidInput, Unavailable
 from portal.environments.models import Environment
 from portal.jobs.job_templates import TemplateError
 from portal.jobs.models import Job
+from portal.jobs.selectors import jobs_on_cluster_of
 from portal.jobs.services.prepare import unix_account
 from portal.lifecycle.kinds import Followed
 from portal.lifecycle.work import (
@@ -47,6 +48,7 @@ from portal.webapps.script import app_job_environment, app_script
 from portal.webapps.selectors import SHELL_TYPE, app_types_offered
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmError, SlurmRejected, SlurmUnreachable
 from slurm.parsing import QueuedJob, first_node
 from slurm.user_files import OutputUnsafe, job_output_dir_ensure, job_output_read
@@ -59,9 +61,10 @@ LOG_TAIL_LINES = 12
 
 
 def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None = None,
-              session: Session | None = None) -> tuple[App, bool]:
-    """Start an app of type `type` (a slug) with its form's `parameters`, as `user`; returns it and
-    whether it is new (an active one of the same type with the same values is reused). Saves it, due
+              session: Session | None = None, cluster: str = "") -> tuple[App, bool]:
+    """Start an app of type `type` (a slug) with its form's `parameters`, as `user`, on `cluster`
+    (a configured cluster's name; '' for the default one); returns it and whether it is new (an
+    active one of the same type with the same values on the same cluster is reused). Saves it, due
     at once, and hands its sbatch to a worker: Slurm is not asked here. Raises InvalidInput naming
     the field, Conflict at the per-user limit."""
     if not isinstance(type, str) or len(type) > 40:
@@ -69,6 +72,10 @@ def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None 
     app_type = app_types_offered().filter(slug=type).first()
     if app_type is None:
         raise InvalidInput({"type": [f"Unknown app type {type!r}; GET /api/v1/app-types/ lists them."]})
+    clusters = clusters_from_settings()
+    if cluster and cluster not in (names := [known.name for known in clusters.all]):
+        raise InvalidInput({"cluster": [f"Unknown cluster {cluster!r}; configured: {', '.join(names)}."]})
+    cluster = clusters.get(cluster or None).name
     home = unix_account(user.username).pw_dir.rstrip("/")
     values = parameters_clean(app_type=app_type, given={} if parameters is None else parameters,
                               username=user.username, home=home)
@@ -81,13 +88,13 @@ def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None 
         # One at a time per user (a row lock on the user), so the limit and the reuse hold.
         User.objects.select_for_update().filter(pk=user.pk).first()
         active = App.objects.filter(user=user, state__in=ACTIVE_STATES).exclude(type__slug=SHELL_TYPE)
-        if (same := active.filter(type=app_type, parameters=values).first()) is not None:
+        if (same := active.filter(type=app_type, parameters=values, cluster=cluster).first()) is not None:
             return same, False
         if active.count() >= settings.APPS_MAX_PER_USER:
             raise Conflict(f"You have {settings.APPS_MAX_PER_USER} apps running; stop one first.",
                            code="app_limit")
         app = App.objects.create(user=user, type=app_type, parameters=values, job=job, session=session,
-                                 time_limit_minutes=app_type.time_limit_minutes,
+                                 cluster=cluster, time_limit_minutes=app_type.time_limit_minutes,
                                  idle_minutes=app_type.idle_minutes, next_attempt_at=Now(),
                                  reason="On its way to Slurm.")
         work_dispatch(send=lambda: _submit_first_task().delay(app.pk), waiting=_waiting(app.pk))
@@ -120,12 +127,19 @@ def _waiting(app_id: int) -> QuerySet[App]:
 
 
 def app_submit_first_attempt(*, app_id: int) -> None:
-    """The first sbatch, in the worker the start dispatched; whatever goes wrong, the app stays due
-    and the poll cycle sends it (after looking for it in Slurm by its comment)."""
-    if slurm_known_down():
+    """The first sbatch, in the worker the start dispatched, to the app's own cluster; whatever goes
+    wrong, the app stays due and its cluster's poll cycle sends it (after looking for it in Slurm by
+    its comment). While its cluster is down or no longer configured it waits in the portal."""
+    cluster = _waiting(app_id).values_list("cluster", flat=True).first()
+    if cluster is None:
+        return
+    if cluster not in {known.name for known in clusters_from_settings().all}:
+        _waiting(app_id).update(reason=f"Its cluster {cluster!r} is no longer configured.")
+        return
+    if slurm_known_down(cluster):
         _waiting(app_id).update(reason="Slurm is unreachable: it goes to Slurm when Slurm is back.")
         return
-    app_submit(app_id=app_id, slurm=Slurm.from_settings())
+    app_submit(app_id=app_id, slurm=app_slurm(cluster))
 
 
 def app_submit(*, app_id: int, slurm: Slurm) -> None:
@@ -169,15 +183,25 @@ def _adopt(app: App, job_id: str, reason: str = "Found in Slurm.", lease: dateti
 
 APPS_WORK = WorkKind(model=App, prefix=COMMENT_PREFIX, waiting=_WAITING, created="created_at", adopt=_adopt,
                      resubmit=lambda app_id: work_hand_over(send=lambda: _submit_first_task().delay(app_id),
-                                                            waiting=_waiting(app_id)))
+                                                            waiting=_waiting(app_id)),
+                     on_cluster=jobs_on_cluster_of)  # a `cluster` field, as jobs'
+
+
+def app_slurm(cluster: str) -> Slurm:
+    """The adapter of an app's cluster: on a one-cluster site the one adapter, as before #38."""
+    return Slurm.from_settings(cluster) if clusters_from_settings().several else Slurm.from_settings()
 
 
 def app_stop(*, app: App, reason: str, slurm: Slurm | None = None) -> App:
-    """scancel as its owner and mark it ended. Raises Unavailable (nothing changed) when Slurm does
-    not answer; a job Slurm no longer has is simply marked ended."""
+    """scancel as its owner (on its cluster) and mark it ended. Raises Unavailable (nothing changed)
+    when Slurm does not answer, Conflict when its cluster is no longer configured; a job Slurm no
+    longer has is simply marked ended."""
     if app.is_active and app.slurm_job_id:
+        if app.cluster not in {known.name for known in clusters_from_settings().all}:
+            raise Conflict(f"Its cluster {app.cluster!r} is no longer configured; ask an administrator.",
+                           code="cluster_gone")
         try:
-            (slurm or Slurm.from_settings()).cancel(job_id=app.slurm_job_id, user=app.user.username)
+            (slurm or app_slurm(app.cluster)).cancel(job_id=app.slurm_job_id, user=app.user.username)
         except SlurmUnreachable as error:
             raise Unavailable("Slurm is unreachable, so the app was not stopped; try again. "
                               f"({error.message})", code="slurm_unavailable") from error
@@ -219,20 +243,37 @@ def _poll_soon() -> None:
 
 
 def apps_follow_queue(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
-    """Web apps as a kind of the poll cycle's work (portal.lifecycle.kinds); after the cycle's sacct,
-    an app that answered is ready as soon as the snapshot names its node (`apps_follow`)."""
+    """Web apps as a kind of the poll cycle's work (portal.lifecycle.kinds), on the cycle's cluster;
+    after the default cluster's sacct, an app that answered is ready as soon as the snapshot names its
+    node (`apps_follow`). Another cluster's cycle stores no snapshot: its apps move on from its queue."""
     unsettled = work_apply_queue(kind=APPS_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
+    if getattr(slurm, "cluster", None) not in (None, clusters_from_settings().default.name):
+        _apps_move(_active(jobs_on_cluster_of(slurm)), {row.job_id: row for row in queue}, queried_at, slurm)
     return unsettled_followed(unsettled, settle=lambda rows: work_apply_accounting(unsettled=unsettled,
                                                                                    rows=rows))
 
 
 def apps_follow(*, slurm: Slurm | None = None) -> None:
-    """Move every active app on one step, from the last poll's queue snapshot."""
-    apps = list(App.objects.filter(state__in=ACTIVE_STATES).exclude(slurm_job_id="").select_related("user"))
+    """Move every active app of the default cluster on one step, from the last poll's queue snapshot
+    (the default cluster's; another cluster's apps move on in that cluster's own cycle)."""
+    clusters = clusters_from_settings()
+    apps = _active(Q(cluster=clusters.default.name) if clusters.several else Q())
     if not apps:
         return
     refreshed = PollStatus.objects.filter(pk=1).values_list("refreshed_at", flat=True).first()
     rows = {row.job_id: row for row in SlurmJob.objects.filter(job_id__in=[app.slurm_job_id for app in apps])}
+    _apps_move(apps, rows, refreshed, slurm)
+
+
+def _active(on_cluster: Q) -> list[App]:
+    """The active apps in Slurm of a cluster (`on_cluster`)."""
+    return list(App.objects.filter(on_cluster, state__in=ACTIVE_STATES).exclude(slurm_job_id="")
+                .select_related("user"))
+
+
+def _apps_move(apps: list[App], rows: dict[str, SlurmJob] | dict[str, QueuedJob], refreshed: datetime | None,
+               slurm: Slurm | None) -> None:
+    """Each app one step on, from its Slurm job's row (`rows`, by job id) of a queue read at `refreshed`."""
     for app in apps:
         try:
             _follow(app, rows.get(app.slurm_job_id), refreshed, slurm)
@@ -240,7 +281,7 @@ def apps_follow(*, slurm: Slurm | None = None) -> None:
             logger.warning("app %s not followed this time: %s", app.pk, error)
 
 
-def _follow(app: App, row: SlurmJob | None, refreshed: Any, slurm: Slurm | None) -> None:
+def _follow(app: App, row: SlurmJob | QueuedJob | None, refreshed: Any, slurm: Slurm | None) -> None:
     now = timezone.now()
     seen = refreshed is not None and app.submitted_at is not None and refreshed > app.submitted_at
     if row is None and not seen:

@@ -16,6 +16,7 @@ from portal.webapps.grants import grant_url
 from portal.webapps.models import App, AppType
 from portal.webapps.selectors import app_get, app_list, app_types_offered
 from portal.webapps.services import app_start, app_stop, stop_reason
+from slurm.clusters import clusters_from_settings
 
 
 def _app_or_404(request: HttpRequest, app_id: int) -> App:
@@ -35,13 +36,26 @@ def _forms() -> list[dict]:
     return forms
 
 
+def _cluster_titles(apps: list[App]) -> list[App]:
+    """Each app with `cluster_title` where several clusters are configured: its cluster's title (the
+    bare name of one no longer configured); '' on a one-cluster site, whose pages are as before."""
+    clusters = clusters_from_settings()
+    titles = {known.name: known.title for known in clusters.all} if clusters.several else {}
+    for app in apps:
+        app.cluster_title = titles.get(app.cluster, app.cluster) if titles else ""
+    return apps
+
+
 @follows(scope="user")
 @login_required
 def app_list_view(request: HttpRequest) -> HttpResponse:
-    apps = list(app_list(user=request.user)[:50])
+    apps = _cluster_titles(list(app_list(user=request.user)[:50]))
+    clusters = clusters_from_settings()
     return render(request, "webapps/list.html", {
         "active": [app for app in apps if app.is_active],
         "ended": [app for app in apps if not app.is_active][:20],
+        # A picker only where there is a choice: a one-cluster site's forms are as before.
+        "clusters": clusters.all if clusters.several else (),
         "forms": _forms(), "refresh": any(app.state in ("queued", "starting") for app in apps)})
 
 
@@ -59,7 +73,8 @@ def app_start_view(request: HttpRequest) -> HttpResponse:
         except TemplateError:
             parameters = {}
     try:
-        app, _ = app_start(user=request.user, type=slug, parameters=parameters)
+        app, _ = app_start(user=request.user, type=slug, parameters=parameters,
+                           cluster=request.POST.get("cluster", ""))
     except InvalidInput as error:
         for field, problems in error.fields.items():
             if isinstance(problems, dict):
@@ -73,7 +88,7 @@ def app_start_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def app_detail_view(request: HttpRequest, app_id: int) -> HttpResponse:
-    return render(request, "webapps/detail.html", {"app": _app_or_404(request, app_id)})
+    return render(request, "webapps/detail.html", {"app": _cluster_titles([_app_or_404(request, app_id)])[0]})
 
 
 @login_required
