@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
-from slurm.states import base_state
+from slurm.states import base_state, node_usable
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +157,7 @@ class NodeInPartition:
     @property
     def usable(self) -> bool:
         """Whether the node can run jobs (states like 'idle', 'mixed', 'allocated', 'mixed-')."""
-        base = self.state.rstrip("*~#!%$@^-+").lower()
-        return base in {"idle", "mixed", "allocated", "completing", "planned"}
+        return node_usable(self.state)
 
 
 # `sinfo -O` field names, in the order the parser reads them.

@@ -45,3 +45,9 @@ def is_pending(state: str) -> bool:
 def is_running(state: str) -> bool:
     """Holding its allocation: RUNNING, but also CONFIGURING, COMPLETING and the rest of RUNNING."""
     return base_state(state) in RUNNING
+
+
+def node_usable(state: str) -> bool:
+    """Whether a node in this `sinfo` state can run jobs ('idle', 'mixed', 'allocated', 'mixed-'...):
+    the GPUs of one that cannot (down, drained) are unavailable, never free."""
+    return state.rstrip("*~#!%$@^-+").lower() in {"idle", "mixed", "allocated", "completing", "planned"}

@@ -9,10 +9,15 @@ from django.utils import timezone
 from portal.cluster.models import Node, Partition, PollStatus
 from portal.lifecycle.work import db_in
 from slurm.clusters import clusters_from_settings
+from slurm.states import node_usable
 
 
 @dataclass(frozen=True)
 class ClusterOverview:
+    """One cluster's stored snapshot and how current it is (its own cycle's PollStatus)."""
+
+    name: str
+    title: str
     partitions: list[Partition]
     nodes: list[Node]
     refreshed_at: datetime | None
@@ -21,22 +26,87 @@ class ClusterOverview:
 
     @property
     def stale(self) -> bool:
-        """True when the snapshot is older than a few poll cycles (or there is none yet)."""
-        if self.refreshed_at is None:
+        """True when the snapshot is older than a few poll cycles (or there is none yet), or when
+        the last poll found Slurm unreachable."""
+        if self.refreshed_at is None or self.error:
             return True
         limit = timedelta(seconds=settings.SLURM_POLL_SECONDS * settings.SLURM_STALE_AFTER_CYCLES)
         return timezone.now() - self.refreshed_at > limit
 
+    @property
+    def figures(self) -> "ClusterFigures":
+        return ClusterFigures.of([self])
 
-def cluster_overview() -> ClusterOverview:
-    status = PollStatus.get()
-    return ClusterOverview(
-        partitions=list(Partition.objects.prefetch_related("gpus")),
-        nodes=list(Node.objects.all()),
-        refreshed_at=status.refreshed_at,
-        checked_at=status.checked_at,
-        error=status.error,
-    )
+
+@dataclass(frozen=True)
+class ClusterFigures:
+    """Nodes, GPUs and queue counts of one cluster or several. GPUs are counted per node (a node in
+    two partitions counts once); those of a node that cannot run jobs are unavailable, never free."""
+
+    nodes: int
+    gpus_total: int
+    gpus_allocated: int
+    gpus_unavailable: int
+    running_jobs: int
+    pending_jobs: int
+
+    @property
+    def gpus_free(self) -> int:
+        return max(self.gpus_total - self.gpus_allocated - self.gpus_unavailable, 0)
+
+    @classmethod
+    def of(cls, clusters: list[ClusterOverview]) -> "ClusterFigures":
+        nodes = [node for cluster in clusters for node in cluster.nodes]
+        partitions = [partition for cluster in clusters for partition in cluster.partitions]
+        total = sum(sum(node.gpus.values()) for node in nodes)
+        allocated = sum(sum(node.gpus_used.values()) for node in nodes)
+        unavailable = sum(sum(node.gpus.values()) - sum(node.gpus_used.values())
+                          for node in nodes if not node_usable(node.state))
+        return cls(nodes=len(nodes), gpus_total=total, gpus_allocated=allocated,
+                   gpus_unavailable=unavailable,
+                   running_jobs=sum(partition.running_jobs for partition in partitions),
+                   pending_jobs=sum(partition.pending_jobs for partition in partitions))
+
+
+@dataclass(frozen=True)
+class ClustersOverview:
+    """Every configured cluster, the default one first, and their totals (#38)."""
+
+    clusters: list[ClusterOverview]
+
+    @property
+    def default(self) -> ClusterOverview:
+        return self.clusters[0]
+
+    @property
+    def several(self) -> bool:
+        return len(self.clusters) > 1
+
+    @property
+    def totals(self) -> ClusterFigures:
+        return ClusterFigures.of(self.clusters)
+
+
+def clusters_overview() -> ClustersOverview:
+    """Every configured cluster's snapshot, in as many queries as one cluster's (all rows at once):
+    the page costs the same whatever the number of clusters. The database alone, never Slurm."""
+    configured = clusters_from_settings()
+    names = [cluster.name for cluster in sorted(configured.all, key=lambda cluster: not cluster.default)]
+    partitions: dict[str, list[Partition]] = {name: [] for name in names}
+    for partition in Partition.every_cluster.filter(cluster__in=names).prefetch_related("gpus"):
+        partitions[partition.cluster].append(partition)
+    nodes: dict[str, list[Node]] = {name: [] for name in names}
+    for node in Node.every_cluster.filter(cluster__in=names):
+        nodes[node.cluster].append(node)
+    keys = [poll_status_key(name) for name in names]
+    statuses = {status.cluster: status for status in PollStatus.objects.filter(cluster__in=keys)}
+    overviews = []
+    for name, key in zip(names, keys, strict=True):
+        status = statuses.get(key) or PollStatus()
+        overviews.append(ClusterOverview(
+            name=name, title=configured.get(name).title, partitions=partitions[name], nodes=nodes[name],
+            refreshed_at=status.refreshed_at, checked_at=status.checked_at, error=status.error))
+    return ClustersOverview(clusters=overviews)
 
 
 def poll_status_key(cluster: str | None) -> str:

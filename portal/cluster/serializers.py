@@ -49,11 +49,40 @@ class NodeSerializer(serializers.Serializer):
     gpus_used = serializers.DictField(child=serializers.IntegerField())
 
 
-class ClusterOverviewSerializer(serializers.Serializer):
+class FiguresSerializer(serializers.Serializer):
+    nodes = serializers.IntegerField()
+    gpus_total = serializers.IntegerField()
+    gpus_allocated = serializers.IntegerField()
+    gpus_unavailable = serializers.IntegerField(help_text="On nodes that cannot run jobs (down, drained)")
+    gpus_free = serializers.IntegerField()
+    running_jobs = serializers.IntegerField()
+    pending_jobs = serializers.IntegerField()
+
+
+class ClusterSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="Slurm's ClusterName: what `cluster` takes elsewhere")
+    title = serializers.CharField()
     refreshed_at = serializers.DateTimeField(allow_null=True,
-                                             help_text="When Slurm last answered the poll")
+                                             help_text="When this cluster's Slurm last answered its poll")
     checked_at = serializers.DateTimeField(allow_null=True)
-    stale = serializers.BooleanField()
-    error = serializers.CharField(help_text="Why the last poll failed; empty if it did not")
+    stale = serializers.BooleanField(help_text="Older than a few poll cycles, or its last poll failed")
+    error = serializers.CharField(help_text="Why its last poll failed; empty if it did not")
+    figures = FiguresSerializer()
     partitions = PartitionSerializer(many=True)
     nodes = NodeSerializer(many=True)
+
+
+class ClusterOverviewSerializer(serializers.Serializer):
+    """The default cluster's snapshot at the top (as on a one-cluster site), then every configured
+    cluster's, the default one first, and their totals."""
+
+    refreshed_at = serializers.DateTimeField(source="default.refreshed_at", allow_null=True,
+                                             help_text="When Slurm last answered the poll")
+    checked_at = serializers.DateTimeField(source="default.checked_at", allow_null=True)
+    stale = serializers.BooleanField(source="default.stale")
+    error = serializers.CharField(source="default.error",
+                                  help_text="Why the last poll failed; empty if it did not")
+    partitions = PartitionSerializer(source="default.partitions", many=True)
+    nodes = NodeSerializer(source="default.nodes", many=True)
+    clusters = ClusterSerializer(many=True)
+    totals = FiguresSerializer(help_text="Over every configured cluster")
