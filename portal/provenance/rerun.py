@@ -20,6 +20,7 @@ from portal.jobs.services.submission import job_create, job_submit_dispatch
 from portal.provenance.models import Provenance
 from portal.provenance.selectors import provenance_get
 from portal.provenance.services import environment_lock
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmError
 from slurm.files import Root
 from slurm.input_hashes import files_hash
@@ -56,8 +57,10 @@ def job_rerun(*, user: User, job_id: int, run_anyway: bool = False) -> Job:
                                f"{p.path} ({p.reason})" for p in problems)
                            + '. Send {"run_anyway": true} to re-run with them as they are now.')
     pin = Pin(image_digest=record.image_digest, code=code, **_environment_pin(record))
+    # On the cluster it ran on (#38); with one configured, on that one, whatever an older job recorded.
+    cluster = record.job.cluster if clusters_from_settings().several else ""
     draft = job_prepare(user=user, template=record.template, parameters=record.parameters,
-                        name=record.job.name, pin=pin)
+                        name=record.job.name, pin=pin, cluster=cluster)
     with transaction.atomic():  # the job, its record and what it re-runs, or none of them
         job = job_create(user=user, draft=draft)
         # The new record names what the job runs: the recorded lock and digest, not the current ones.
