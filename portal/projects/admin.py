@@ -33,6 +33,7 @@ class ClusterBudgetInline(admin.TabularInline):
     fields = ["cluster", "gpu_hours", "slurm_limit_gpu_minutes", "used_gpu_minutes", "usage_checked_at"]
     readonly_fields = ["slurm_limit_gpu_minutes", "used_gpu_minutes", "usage_checked_at"]
     verbose_name = "budget on another cluster"
+    verbose_name_plural = "budgets on other clusters"
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         kwargs["max_num"] = len(_other_clusters())

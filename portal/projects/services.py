@@ -43,7 +43,7 @@ def projects_sync_clusters(*, projects: Iterable[Project] | None = None) -> dict
     does not answer holds up no other (its report says `unreachable`); the next sync tries again."""
     chosen = list(Project.objects.all() if projects is None else projects)
     reports = {}
-    for cluster in clusters_from_settings().all:
+    for cluster in sorted(clusters_from_settings().all, key=lambda cluster: not cluster.default):
         try:
             reports[cluster.name] = projects_sync(slurm=Slurm.from_settings(cluster.name), projects=chosen,
                                                   cluster=None if cluster.default else cluster.name)
