@@ -112,6 +112,11 @@ c.PortalSlurmSpawner.state_exechost_exp = env("HUB_EXEC_HOST", "127.0.0.1")
 c.PortalSlurmSpawner.templates_dir = env("HUB_TEMPLATES_DIR", "/var/lib/gpuportal/notebook-templates")
 c.PortalSlurmSpawner.data_dir = env("GPUPORTAL_DATA_DIR", "/data")
 c.PortalSlurmSpawner.portal_url = env("HUB_PORTAL_URL_FOR_SERVERS", portal_url)
+# The clusters servers may run on (#38): the portal's own CLUSTERS_DIR, one file per cluster, read at
+# the first spawn; without files, the one cluster named SLURM_CLUSTER_NAME. One hub serves them all:
+# the `cluster` option picks the sbatch/squeue/scancel `-M` (only where several are configured).
+c.PortalSlurmSpawner.clusters_dir = env("CLUSTERS_DIR", "/etc/gpuportal/clusters.d")
+c.PortalSlurmSpawner.cluster_name = env("SLURM_CLUSTER_NAME", "gpuportal")
 # Software environments the portal offers must live here (the portal's ENVIRONMENTS_DIR).
 c.PortalSlurmSpawner.environments_dir = env("ENVIRONMENTS_DIR", "/opt/gpuportal/envs")
 # Limits (partitions, GPUs per node, group maxima, profiles) are the portal's one policy, which the

@@ -14,6 +14,9 @@ else may stay.
   most pick another folder under that root, as the user.
 - A container image: the image's runtime and what it runs (`container_runtime`, `container_image`):
   a runtime the hub has, a valid reference or a plain path under its image folders.
+- The cluster (#38): one of those the hub loads from the portal's CLUSTERS_DIR (slurm/clusters.py);
+  none, the default one. Kept only where several are configured: a one-cluster site's options and
+  commands are as before.
 """
 
 import logging
@@ -29,13 +32,14 @@ from portal.containers.references import PATH as IMAGE_PATH
 from portal.containers.references import ReferenceInvalid, reference_parse
 from portal.containers.runtimes import RUNTIMES
 from portal.policy.rules import Policy, PolicyRefusal, SessionRequest, Usage, session_resolve
+from slurm.clusters import Clusters
 
 logger = logging.getLogger(__name__)
 
 ENVIRONMENT_KEYS = ("environment", "environment_kernel", "environment_path")
 CONTAINER_KEYS = ("container_runtime", "container_image")
 TOKEN_KEYS = ("report_token", "tracking_token")
-OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "account", "comment",
+OPTION_KEYS = frozenset({"partition", "gpus", "hours", "nodes", "profile", "account", "comment", "cluster",
                          *TOKEN_KEYS, *ENVIRONMENT_KEYS, *CONTAINER_KEYS})
 # The portal's shapes (portal/environments/models.py); the hub cannot import the portal's models.
 ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -86,6 +90,7 @@ class ServerOptions:
     profile: str = ""
     account: str = ""  # a project's Slurm account (sbatch --account); '' the user's default
     comment: str = ""  # the portal's key for the session (sbatch --comment); '': started at the hub
+    cluster: str = ""  # the cluster it runs on (`-M`) where several are configured; '' on a one-cluster site
     # Not kept in user_options (the hub's database, its API): they go to the job's environment.
     report_token: str = ""
     tracking_token: str = ""
@@ -97,6 +102,8 @@ class ServerOptions:
             options["profile"] = self.profile
         if self.account:
             options["account"] = self.account
+        if self.cluster:
+            options["cluster"] = self.cluster
         if self.container is not None:
             options.update(environment=self.environment.name if self.environment else "",
                            container_runtime=self.container.runtime, container_image=self.container.image)
@@ -180,13 +187,26 @@ def environment_choice(raw: dict, environments_dir: str, *,
     return EnvironmentChoice(name=name, kernel=kernel, path=path)
 
 
+def cluster_choice(value: object, clusters: Clusters | None) -> str:
+    """The cluster asked for, by name: one of `clusters`, none the default one; '' on a one-cluster
+    site (its commands name no cluster)."""
+    names = [cluster.name for cluster in clusters.all] if clusters is not None else []
+    if value in (None, ""):
+        return clusters.default.name if clusters is not None and clusters.several else ""
+    if not isinstance(value, str) or value not in names:
+        raise OptionError(f"cluster must be one of the configured clusters ({', '.join(names) or 'none'}), "
+                          f"not {value!r}.")
+    return value if clusters is not None and clusters.several else ""
+
+
 def _optional(raw: dict, key: str, parse: Callable[[object, str], Any]) -> Any:
     return None if raw.get(key) in (None, "") else parse(raw[key], key)
 
 
 def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Usage,
                     environments_dir: str = "/opt/gpuportal/envs", container_runtimes: dict | None = None,
-                    container_image_dirs: list[str] | None = None, home: str = "") -> ServerOptions:
+                    container_image_dirs: list[str] | None = None, home: str = "",
+                    clusters: Clusters | None = None) -> ServerOptions:
     """Validate what a caller asked for and rebuild the options from scratch, or raise OptionError.
     The shape is checked here; the limits are the portal's policy (`session_resolve`)."""
     if not isinstance(raw, dict):
@@ -219,12 +239,13 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
     comment = raw.get("comment") or ""
     if not isinstance(comment, str) or (comment and not COMMENT.fullmatch(comment)):
         raise OptionError("comment must be the portal's key for this session.")
+    cluster = cluster_choice(raw.get("cluster"), clusters)
     return ServerOptions(partition=size.partition, gpus=size.gpus, hours=size.hours, nodes=size.nodes,
                          cpus=size.cpus, mem_gb=size.mem_gb,
                          environment=environment_choice(raw, environments_dir,
                                                         container=container is not None),
                          container=container, profile=size.profile, account=account, comment=comment,
-                         **tokens)
+                         cluster=cluster, **tokens)
 
 
 class PolicyFile:

@@ -103,5 +103,10 @@ def _time(value: str | None) -> datetime | None:
 
 
 @cache
-def shared_poller(bin_dir: str, timeout: float, shared_file: str = "") -> QueuePoller:
-    return QueuePoller(Slurm(SlurmRunner(bin_dir=Path(bin_dir), timeout=timeout)), shared_file)
+def shared_poller(bin_dir: str, timeout: float, shared_file: str = "", cluster: str = "",
+                  slurm_conf: str = "") -> QueuePoller:
+    """One poller per cluster (#38): `cluster` names it (`-M`, or its own `slurm_conf`) where several are
+    configured; '' on a one-cluster site, whose commands are as before."""
+    runner = SlurmRunner(bin_dir=Path(bin_dir), timeout=timeout,
+                         slurm_conf=Path(slurm_conf) if slurm_conf else None)
+    return QueuePoller(Slurm(runner, cluster or None), shared_file)

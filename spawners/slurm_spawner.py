@@ -8,7 +8,8 @@ concern has a module of its own:
 - spawners.batch_script: the job's script and what the server is started with;
 - spawners.container_launch: a server inside a container image;
 - spawners.reports: what the job and the hub tell the portal, and the session's tokens;
-- spawners.queue_poller: one shared `squeue` for every server (Slurm not answering: "unknown");
+- spawners.queue_poller: one shared `squeue` for every server of a cluster (Slurm not answering:
+  "unknown");
 - spawners.port_api: the hub's API for a server's port, limited to the port.
 
 The hub imports no Django and no Celery (tests/spawners/test_no_django.py): only plain modules of the
@@ -18,6 +19,7 @@ portal (portal.policy.rules, portal.containers.runtimes and .references) and slu
 import asyncio
 import math
 import pwd
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,6 +31,7 @@ from traitlets import Dict, Float, List, Unicode, default
 
 from portal.containers.runtimes import LaunchInvalid
 from portal.policy.rules import Usage
+from slurm.clusters import Cluster, Clusters, ClustersError, clusters_load
 from slurm.errors import SlurmError
 from slurm.parsing import first_node
 from slurm.states import PENDING, RUNNING
@@ -52,6 +55,10 @@ from spawners.options import (
 )
 from spawners.queue_poller import QueuePoller, shared_poller
 from spawners.reports import report_lines, report_post, token_env
+
+# Slurm's ClusterName (slurm/clusters.py): a state saved by another version is never put on a command line.
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_CLUSTER_OPTION = "{% if cluster %} -M {{cluster}}{% endif %}"
 
 
 def apply_portal_options(spawner: "PortalSlurmSpawner", user_options: object) -> None:
@@ -91,6 +98,12 @@ class PortalSlurmSpawner(SlurmSpawner):
     environments_dir = Unicode(
         "/opt/gpuportal/envs", help="The only folder software environments may live under (the "
                                     "portal's ENVIRONMENTS_DIR).").tag(config=True)
+    clusters_dir = Unicode(
+        "", help="The portal's CLUSTERS_DIR: the clusters a server may run on (the `cluster` option; "
+                 "#38). Empty: the one cluster `cluster_name`.").tag(config=True)
+    cluster_name = Unicode(
+        "gpuportal", help="The one cluster's name where CLUSTERS_DIR holds no file (the portal's "
+                          "SLURM_CLUSTER_NAME).").tag(config=True)
 
     container_runtimes = Dict(
         default_value={"charliecloud": {"binary": "/usr/bin/ch-run"},
@@ -133,13 +146,15 @@ class PortalSlurmSpawner(SlurmSpawner):
     def _cmd_default(self) -> list[str]:
         return [str(Path(sys.prefix) / "bin/jupyterhub-singleuser")]
 
+    # Jinja (batchspawner's format_template): `-M <cluster>` only where the server names one, which it
+    # does only where several clusters are configured; otherwise the commands are as before #38.
     @default("batch_submit_cmd")
     def _submit_default(self) -> str:
-        return f"{self.slurm_bin_dir}/sbatch --parsable"
+        return f"{self.slurm_bin_dir}/sbatch --parsable{_CLUSTER_OPTION}"
 
     @default("batch_cancel_cmd")
     def _cancel_default(self) -> str:
-        return f"{self.slurm_bin_dir}/scancel {{job_id}}"
+        return f"{self.slurm_bin_dir}/scancel{_CLUSTER_OPTION} {{{{job_id}}}}"
 
     @default("req_prologue")
     def _prologue_default(self) -> str:
@@ -154,6 +169,7 @@ class PortalSlurmSpawner(SlurmSpawner):
         super().__init__(**kwargs)
         self.software_environment: EnvironmentChoice | None = None
         self.container: ContainerChoice | None = None
+        self.cluster = ""  # the server's cluster where several are configured (#38); '': the only one
         self.queue_reason = ""
         self.report_token = ""
         self.tracking_token = ""
@@ -173,6 +189,18 @@ class PortalSlurmSpawner(SlurmSpawner):
         return Usage(sessions=len(others), gpus=sum(
             int(o.user_options.get("gpus", 0)) * int(o.user_options.get("nodes", 1)) for o in others))
 
+    def clusters(self) -> Clusters:
+        """The portal's clusters, from the same folder (read once per process, as the portal does)."""
+        def only() -> Cluster:
+            return Cluster(name=self.cluster_name, title="Cluster", default=True, adapter="sudo")
+
+        if not self.clusters_dir:
+            return Clusters(all=(only(),))
+        try:
+            return clusters_load(Path(self.clusters_dir), only)
+        except ClustersError as error:
+            raise OptionError(f"cluster: the hub cannot use its cluster files: {error}") from None
+
     def apply_options(self, user_options: object) -> ServerOptions:
         policy = policy_file(self.policy_file).load()
         options = rebuild_options(
@@ -180,8 +208,9 @@ class PortalSlurmSpawner(SlurmSpawner):
             groups=policy.groups_of(self.user.name, fallback=[group.name for group in self.user.groups]),
             environments_dir=self.environments_dir,
             container_runtimes=self.container_runtimes, container_image_dirs=self.container_image_dirs,
-            home=self._home(),
+            home=self._home(), clusters=self.clusters(),
         )
+        self.cluster = options.cluster
         self.software_environment = options.environment
         self.container = options.container
         self.report_token = options.report_token
@@ -236,6 +265,7 @@ class PortalSlurmSpawner(SlurmSpawner):
         # keepvars was computed once, at the first start: this start's tokens may be new to it.
         kept = subvars["keepvars"].split(",")
         subvars["keepvars"] = ",".join([*kept, *(name for name in self.token_env() if name not in kept)])
+        subvars["cluster"] = self.cluster
         reports = report_lines(report_token=self.report_token, gres=self.req_gres)
         subvars["prologue"] = script_prologue(
             subvars.get("prologue") or "", reports=reports,
@@ -250,7 +280,19 @@ class PortalSlurmSpawner(SlurmSpawner):
 
     @property
     def poller(self) -> QueuePoller:
-        return shared_poller(self.slurm_bin_dir, self.slurm_timeout, self.queue_file)
+        """The server's cluster's poller. The portal's shared queue is its default cluster's: another
+        cluster's servers share their own squeue."""
+        if not self.cluster:
+            return shared_poller(self.slurm_bin_dir, self.slurm_timeout, self.queue_file)
+        try:
+            chosen: Cluster | None = next(
+                (cluster for cluster in self.clusters().all if cluster.name == self.cluster), None)
+        except OptionError:
+            chosen = None
+        # One no longer configured is still asked by its name, never taken for gone.
+        shared_file = self.queue_file if chosen is not None and chosen.default else ""
+        slurm_conf = str(chosen.slurm_conf) if chosen is not None and chosen.slurm_conf else ""
+        return shared_poller(self.slurm_bin_dir, self.slurm_timeout, shared_file, self.cluster, slurm_conf)
 
     async def submit_batch_script(self) -> str:
         await self.account_check()
@@ -286,12 +328,16 @@ class PortalSlurmSpawner(SlurmSpawner):
         if self.job_id and self._fresh_after > -math.inf:
             # Wall clock, to outlive the hub: see load_state.
             state["fresh_after"] = time.time() - (time.monotonic() - self._fresh_after)
+        if self.job_id and self.cluster:
+            state["cluster"] = self.cluster  # a restarted hub polls and cancels it there
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         """A restarted hub must not take a job missing from a snapshot older than its submission (the
         portal's last squeue, say) for a job that is gone."""
         super().load_state(state)
+        if isinstance(state.get("cluster"), str) and CLUSTER_NAME.fullmatch(state["cluster"]):
+            self.cluster = state["cluster"]
         if isinstance(state.get("fresh_after"), int | float):
             self._fresh_after = time.monotonic() - (time.time() - state["fresh_after"])
 
