@@ -10,4 +10,5 @@ class SweepsConfig(AppConfig):
         # Its work, for the poll cycle (portal.lifecycle.kinds).
         from portal.lifecycle.kinds import Kind, kind_register
         from portal.sweeps.services import sweeps_follow_queue
-        kind_register(Kind("sweeps", sweeps_follow_queue, order=10))
+        # Sweeps run on any configured cluster: each cluster's cycle follows its own (#38).
+        kind_register(Kind("sweeps", sweeps_follow_queue, order=10, every_cluster=True))

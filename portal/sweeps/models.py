@@ -6,7 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from portal.core.versions import FollowedQuerySet
-from portal.jobs.models import Job
+from portal.jobs.models import Job, default_cluster
 
 
 class Method(models.TextChoices):
@@ -25,6 +25,8 @@ class Sweep(models.Model):
     # Null only inside the transaction that creates both: the script names the sweep's id.
     job = models.OneToOneField(Job, on_delete=models.PROTECT, null=True, related_name="sweep")
     name = models.CharField(max_length=64)
+    # Slurm's ClusterName of the cluster its array job runs on (slurm/clusters.py), as its job's.
+    cluster = models.CharField(max_length=40, default=default_cluster)
     template = models.CharField(max_length=64)
     parameters = models.JSONField(default=dict, help_text="The template's parameters, shared by every task")
     method = models.CharField(max_length=6, choices=Method.choices)

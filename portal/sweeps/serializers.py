@@ -11,6 +11,9 @@ class SweepInputSerializer(serializers.Serializer):
                                        help_text="The template's parameters, the same for every task")
     name = serializers.CharField(max_length=64, required=False, default="")
     account = serializers.CharField(max_length=32, required=False, default="", allow_blank=True)
+    cluster = serializers.CharField(
+        max_length=40, required=False, default="", allow_blank=True,
+        help_text="The name of a configured cluster (its Slurm ClusterName); default: the default cluster")
     method = serializers.ChoiceField(choices=Method.choices)
     space = serializers.JSONField(help_text="grid: {name: [values]}; random: {name: [values] or "
                                   "{min, max, log}}; list: [{name: value}, ...]. Each name is passed to the "
@@ -34,7 +37,7 @@ class SweepSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Sweep
-        fields = ["id", "name", "template", "parameters", "method", "space", "seed", "concurrency",
+        fields = ["id", "name", "cluster", "template", "parameters", "method", "space", "seed", "concurrency",
                   "objective", "direction", "job_id", "slurm_job_id", "state", "task_count", "created_at"]
 
     def get_task_count(self, sweep: Sweep) -> int:

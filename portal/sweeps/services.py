@@ -11,11 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from portal.accounts.models import User
 from portal.core.errors import InvalidInput
 from portal.jobs.job_templates import ParameterInvalid
 from portal.jobs.models import IN_SLURM_STATES
+from portal.jobs.selectors import jobs_on_cluster_of
 from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.services.submission import job_cancel
@@ -47,6 +49,7 @@ class SweepSpec:
     seed: int | None = None
     name: str = ""
     account: str = ""
+    cluster: str = ""  # a configured cluster's name; '' for the default one
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def sweep_prepare(*, user: User, spec: SweepSpec) -> SweepDraft:
         raise InvalidInput(errors)
     tasks = sweep_tasks(spec)
     job = job_prepare(user=user, template=spec.template, parameters=spec.parameters,
-                      name=spec.name or f"sweep-{spec.template}", account=spec.account)
+                      name=spec.name or f"sweep-{spec.template}", account=spec.account, cluster=spec.cluster)
     if TASK_ARGS not in job.script:
         raise InvalidInput({"template": [f"The {spec.template!r} template takes no per-task arguments, so it "
                                          "cannot be swept; pytorch-train can."]})
@@ -201,7 +204,8 @@ def sweep_submit(*, user: User, spec: SweepSpec) -> Sweep:
     draft = sweep_prepare(user=user, spec=spec)
     with transaction.atomic():
         sweep = Sweep.objects.create(
-            user=user, name=draft.job.name, template=spec.template, parameters=draft.job.values,
+            user=user, name=draft.job.name, cluster=draft.job.cluster, template=spec.template,
+            parameters=draft.job.values,
             method=spec.method, space=spec.space, seed=spec.seed, tasks=draft.tasks,
             concurrency=min(spec.concurrency, len(draft.tasks)), objective=spec.objective,
             direction=spec.direction)
@@ -222,13 +226,15 @@ def sweep_cancel(*, sweep: Sweep) -> Sweep:
 
 def sweeps_follow_queue(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
     """Sweeps as the first kind the poll cycle follows (portal.lifecycle.kinds): each array task's
-    state, before the jobs fold an array into one row; nothing for sacct."""
-    return Followed(report=sweeps_follow(queue=queue))
+    state, before the jobs fold an array into one row; nothing for sacct. Each cluster's cycle
+    follows the sweeps on its cluster (Slurm ids may coincide)."""
+    return Followed(report=sweeps_follow(queue=queue, on_cluster=jobs_on_cluster_of(slurm)))
 
 
-def sweeps_follow(*, queue: list[QueuedJob]) -> int:
-    """Each live sweep's tasks as this cycle's squeue (all states: a task that ended lately is still
-    there) lists them; the array's own end is the jobs' state machine's. Returns the sweeps written."""
+def sweeps_follow(*, queue: list[QueuedJob], on_cluster: Q | None = None) -> int:
+    """Each live sweep (of the cluster `on_cluster` names) with its tasks as this cycle's squeue (all
+    states: a task that ended lately is still there) lists them; the array's own end is the jobs'
+    state machine's. Returns the sweeps written."""
     seen: dict[str, dict[str, str]] = {}
     for row in queue:
         if (parts := array_tasks(row.job_id)) is not None:
@@ -237,7 +243,8 @@ def sweeps_follow(*, queue: list[QueuedJob]) -> int:
     if not seen:
         return 0
     written = 0
-    live = Sweep.objects.filter(job__slurm_job_id__in=list(seen), job__state__in=IN_SLURM_STATES)
+    live = Sweep.objects.filter(on_cluster or Q(), job__slurm_job_id__in=list(seen),
+                                job__state__in=IN_SLURM_STATES)
     for sweep in live.select_related("job").only(
             "task_states", "job__slurm_job_id"):
         states = {**sweep.task_states, **seen[sweep.job.slurm_job_id]}

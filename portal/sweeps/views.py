@@ -14,6 +14,7 @@ from portal.sweeps.charts import parallel_coordinates, params_vs_objective
 from portal.sweeps.models import Sweep
 from portal.sweeps.selectors import TaskRun, sweep_get, sweep_list, sweep_view
 from portal.sweeps.services import SweepSpec, space_parse, sweep_cancel, sweep_submit
+from slurm.clusters import clusters_from_settings
 
 
 def _sweep_or_404(request: HttpRequest, sweep_id: int) -> Sweep:
@@ -48,8 +49,12 @@ def sweep_detail_view(request: HttpRequest, sweep_id: int) -> HttpResponse:
                                       *(_figure(task.metrics.get(k)) for k in view.metric_keys)]}
              for task in rows]
     scored = any(task.metrics.get(view.sweep.objective) is not None for task in view.tasks)
+    clusters = clusters_from_settings()
+    # Where there are several: the cluster's title (its name, for one no longer configured).
+    titles = {known.name: known.title for known in clusters.all} if clusters.several else {}
     return render(request, "sweeps/detail.html", {
         "view": view, "sweep": view.sweep, "table": table, "columns": columns, "sort": sort,
+        "cluster": titles.get(view.sweep.cluster, view.sweep.cluster) if titles else "",
         "parallel": parallel_coordinates(view) if scored else None,
         "scatter": params_vs_objective(view) if scored else None,
         "best_value": _figure(view.best.metrics.get(view.sweep.objective)) if view.best else "",
@@ -94,7 +99,7 @@ def sweep_new_view(request: HttpRequest, template: str) -> HttpResponse:
             samples=_whole(post.get("sweep_samples")), seed=_whole(post.get("sweep_seed")),
             concurrency=_whole(post.get("sweep_concurrency")) or 0, objective=post.get("sweep_objective", ""),
             direction=post.get("sweep_direction", ""), name=post.get("name", ""),
-            account=post.get("account", "")))
+            account=post.get("account", ""), cluster=post.get("cluster", "")))
     except InvalidInput as error:
         for field, problems in error.fields.items():
             nested = problems.items() if isinstance(problems, dict) else [(None, problems)]
