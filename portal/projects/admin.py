@@ -48,6 +48,14 @@ class ProjectAdmin(admin.ModelAdmin):
     actions = ["apply_to_slurm"]
     inlines = [ClusterBudgetInline]
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        if (clusters := clusters_from_settings()).several:  # the project's own budget is one cluster's
+            form.base_fields["budget_gpu_hours"].help_text = (
+                f"On the default cluster, {clusters.default.title}; the others' below. "
+                + Project._meta.get_field("budget_gpu_hours").help_text)
+        return form
+
     def get_inline_instances(self, request: HttpRequest, obj: Project | None = None) -> list[Any]:
         """No other cluster's budgets on a one-cluster site: its page is as before."""
         return super().get_inline_instances(request, obj) if clusters_from_settings().several else []

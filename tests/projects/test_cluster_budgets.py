@@ -113,3 +113,4 @@ def test_the_admin_offers_the_other_clusters_and_refuses_a_name_none_has(two_clu
     client.force_login(UserFactory(username="root-admin", is_staff=True, is_superuser=True))
     page = client.get(f"/admin/projects/project/{project.pk}/change/")
     assert page.status_code == 200 and "Budget on another cluster" in page.content.decode()
+    assert "On the default cluster, GPU cluster; the others' below." in page.content.decode()
