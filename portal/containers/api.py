@@ -11,6 +11,7 @@ from portal.containers.serializers import (
     CredentialSerializer,
     ImageSerializer,
     PullSerializer,
+    PullStartInputSerializer,
 )
 from portal.containers.services import credential_delete, credential_store
 from portal.core.errors import InvalidInput, NotFound
@@ -36,8 +37,10 @@ class ImageListApi(APIView):
 
 class ImagePullApi(APIView):
     @extend_schema(
-        request=None,
-        responses={202: PullSerializer, 404: OpenApiResponse(description="No such image")},
+        request=PullStartInputSerializer,
+        responses={202: PullSerializer, 404: OpenApiResponse(description="No such image"),
+                   400: OpenApiResponse(description="An image that is not pulled, or an unknown cluster (the "
+                                                    "error names it)")},
         summary="Pull a catalog image into your own image directory",
         description="Saves the pull; a background worker submits a Slurm job, as you, that pulls the "
         "image with its runtime using your stored key for its registry (if any): `slurm_job_id` is "
@@ -47,7 +50,9 @@ class ImagePullApi(APIView):
         image = image_get(user=request.user, image_id=image_id)
         if image is None or image.owner_id is not None:
             raise NotFound("No such catalog image.")
-        pull = pull_start(user=request.user, image=image)
+        data = PullStartInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        pull = pull_start(user=request.user, image=image, cluster=data.validated_data["cluster"])
         return Response(PullSerializer(pull).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -10,4 +10,5 @@ class ContainersConfig(AppConfig):
         # Its work, for the poll cycle (portal.lifecycle.kinds).
         from portal.containers.pulls import pulls_follow
         from portal.lifecycle.kinds import Kind, kind_register
-        kind_register(Kind("pulls", pulls_follow, order=50))
+        # Pulls run on any configured cluster: each cluster's cycle follows its own (#38).
+        kind_register(Kind("pulls", pulls_follow, order=50, every_cluster=True))

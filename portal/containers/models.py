@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from portal.cluster.models import default_cluster
 from portal.containers.runtimes import CHOICES as RUNTIME_CHOICES
 from portal.environments.models import NAME_PATTERN, Environment
 
@@ -110,6 +111,9 @@ class Pull(models.Model):
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="pulls")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pulls")
+    # Slurm's ClusterName of the cluster its job runs on (slurm/clusters.py): its Slurm id is that
+    # cluster's, and only that cluster's poll cycle follows it.
+    cluster = models.CharField(max_length=40, default=default_cluster)
     slurm_job_id = models.CharField(max_length=32, blank=True)
     # Pending with no slurm_job_id: saved, its sbatch runs in a worker (portal.lifecycle.work).
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)

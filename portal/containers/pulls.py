@@ -37,13 +37,17 @@ from portal.lifecycle.kinds import Followed
 from portal.lifecycle.work import (
     Unsettled,
     WorkKind,
+    cluster_configured,
+    cluster_slurm,
     fenced,
     lease_claim,
+    on_cluster_of,
     sbatch_answer_lost_fence,
     sbatch_attempt,
     unsettled_followed,
     work_apply_accounting,
     work_apply_queue,
+    work_cluster,
     work_dispatch,
     work_hand_over,
 )
@@ -66,12 +70,14 @@ _WAITING = Q(state=Pull.State.PENDING, slurm_job_id="")
 # --- the request: check, save, hand over ----------------------------------------------------------
 
 
-def pull_start(*, user: User, image: Image) -> Pull:
-    """Save a pull of `image` for `user`, due at once, and hand its sbatch to a worker: Slurm is not
-    asked here. Raises InvalidInput naming `image`, Conflict while one of the same image runs,
-    Unavailable when the user's registry key cannot be decrypted."""
+def pull_start(*, user: User, image: Image, cluster: str = "") -> Pull:
+    """Save a pull of `image` for `user` on `cluster` (a configured cluster's name; '' for the
+    default one), due at once, and hand its sbatch to a worker: Slurm is not asked here. Raises
+    InvalidInput naming `image` or `cluster`, Conflict while one of the same image runs, Unavailable
+    when the user's registry key cannot be decrypted."""
     if image.owner_id is not None or not image.is_registry:
         raise InvalidInput({"image": ["Only catalog images from a registry are pulled."]})
+    cluster = work_cluster(cluster)
     try:
         runtime_get(image.runtime)
         reference = reference_parse(image.reference)
@@ -83,7 +89,7 @@ def pull_start(*, user: User, image: Image) -> Pull:
         User.objects.select_for_update().filter(pk=user.pk).first()
         if Pull.objects.filter(user=user, image=image, state__in=Pull.ACTIVE).exists():
             raise Conflict("This image is being pulled already.", code="pull_running")
-        pull = Pull.objects.create(user=user, image=image, next_attempt_at=Now(),
+        pull = Pull.objects.create(user=user, image=image, cluster=cluster, next_attempt_at=Now(),
                                    reason="On its way to Slurm.")
         _pull_script(pull)  # the runtime's own checks of its command line (InvalidInput: nothing saved)
         work_dispatch(send=lambda: _submit_first_task().delay(pull.pk), waiting=_waiting(pull.pk))
@@ -106,12 +112,19 @@ def _waiting(pull_id: int) -> QuerySet[Pull]:
 
 
 def pull_submit_first_attempt(*, pull_id: int) -> None:
-    """The first sbatch, in the worker the request dispatched; whatever goes wrong, the pull stays
-    due and the poll cycle sends it (after looking for it in Slurm by its comment)."""
-    if slurm_known_down():
+    """The first sbatch, in the worker the request dispatched, to the pull's own cluster; whatever
+    goes wrong, the pull stays due and its cluster's poll cycle sends it (after looking for it in
+    Slurm by its comment). While its cluster is down or no longer configured it waits in the portal."""
+    cluster = _waiting(pull_id).values_list("cluster", flat=True).first()
+    if cluster is None:
+        return
+    if not cluster_configured(cluster):
+        _waiting(pull_id).update(reason=f"Its cluster {cluster!r} is no longer configured.")
+        return
+    if slurm_known_down(cluster):
         _waiting(pull_id).update(reason="Slurm is unreachable: it goes to Slurm when Slurm is back.")
         return
-    pull_submit(pull_id=pull_id, slurm=Slurm.from_settings())
+    pull_submit(pull_id=pull_id, slurm=cluster_slurm(cluster))
 
 
 def pull_submit(*, pull_id: int, slurm: Slurm) -> None:
@@ -170,7 +183,8 @@ def _said(error: PortalError | ReferenceInvalid) -> str:
 PULL_WORK = WorkKind(model=Pull, prefix=Pull.COMMENT_PREFIX, waiting=_WAITING, created="created",
                      adopt=_adopt,
                      resubmit=lambda pull_id: work_hand_over(send=lambda: _submit_first_task().delay(pull_id),
-                                                             waiting=_waiting(pull_id)))
+                                                             waiting=_waiting(pull_id)),
+                     on_cluster=on_cluster_of)
 
 
 def _registry_secrets(user: User, reference: Reference) -> dict[str, str]:
@@ -244,7 +258,8 @@ def pulls_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, slurm: Sl
     waits for the cycle's sacct. Due pulls are adopted or looked up as the engine says."""
     unsettled = work_apply_queue(kind=PULL_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
     in_queue = {row.job_id: row for row in queue}
-    for pull in Pull.objects.filter(state__in=Pull.ACTIVE).exclude(slurm_job_id="").select_related("user"):
+    active = Pull.objects.filter(on_cluster_of(slurm), state__in=Pull.ACTIVE)  # the cycle's cluster's
+    for pull in active.exclude(slurm_job_id="").select_related("user"):
         row = in_queue.get(pull.slurm_job_id)
         if row is not None and slurm_states.is_live(row.state):
             _follow(pull, row)

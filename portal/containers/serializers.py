@@ -46,6 +46,13 @@ class ImageSerializer(serializers.ModelSerializer):
         ]
 
 
+class PullStartInputSerializer(serializers.Serializer):
+    cluster = serializers.CharField(
+        max_length=40, required=False, default="", allow_blank=True,
+        help_text="The name of a configured cluster (its Slurm ClusterName) whose job pulls it; default: the "
+                  "default cluster")
+
+
 class PullSerializer(serializers.ModelSerializer):
     image = serializers.IntegerField(source="image_id", help_text="The catalog image")
     result = serializers.IntegerField(
@@ -56,11 +63,13 @@ class PullSerializer(serializers.ModelSerializer):
     error = serializers.CharField(help_text="Why it failed, from the job's log (keys scrubbed)")
     log_tail = serializers.CharField(help_text="The end of the pull job's output (keys scrubbed)")
     reason = serializers.CharField(help_text="Why a pending pull has no Slurm job yet")
+    cluster = serializers.CharField(read_only=True, help_text=(
+        "The cluster its job runs on; its Slurm job id is that cluster's"))
 
     class Meta:
         model = Pull
-        fields = ["id", "image", "state", "reason", "slurm_job_id", "error", "log_tail", "result", "created",
-                  "updated"]
+        fields = ["id", "image", "state", "reason", "cluster", "slurm_job_id", "error", "log_tail", "result",
+                  "created", "updated"]
 
 
 class CredentialSerializer(serializers.ModelSerializer):

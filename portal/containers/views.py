@@ -8,6 +8,7 @@ from portal.containers.pulls import pull_start
 from portal.containers.selectors import image_get, image_list, pull_list
 from portal.containers.services import credential_delete, credential_store
 from portal.core.errors import InvalidInput, PortalError
+from slurm.clusters import clusters_from_settings
 
 
 @login_required
@@ -23,6 +24,8 @@ def catalog_view(request: HttpRequest) -> HttpResponse:
             "mine": [i for i in images if i.owner_id == request.user.pk],
             "pulls": pulls,
             "refresh": any(not pull.is_terminal for pull in pulls),
+            # A picker only where there is a choice: a one-cluster site's page is as before.
+            "clusters": clusters.all if (clusters := clusters_from_settings()).several else (),
         },
     )
 
@@ -34,7 +37,7 @@ def pull_view(request: HttpRequest, image_id: int) -> HttpResponse:
     if image is None or image.owner_id is not None:
         raise Http404("No such catalog image.")
     try:
-        pull = pull_start(user=request.user, image=image)
+        pull = pull_start(user=request.user, image=image, cluster=request.POST.get("cluster", ""))
     except InvalidInput as error:
         messages.error(request, "; ".join(str(m) for ms in error.fields.values() for m in ms))
     except PortalError as error:

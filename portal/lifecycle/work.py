@@ -35,8 +35,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, Func, Model, Q, QuerySet, Value
 
+from portal.core.errors import InvalidInput
 from portal.lifecycle.kinds import Followed
 from slurm.adapter import Slurm
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmError, SlurmRejected, SlurmTimedOut, SlurmUnreachable
 from slurm.parsing import AccountedJob, QueuedJob
 from slurm.states import is_live
@@ -153,6 +155,32 @@ def duplicates(rows: Iterable[Row], *, comment: str, user: str, keep: str) -> li
     """Live Slurm jobs with the row's comment and owner other than the one it tracks (`keep`)."""
     return [row.job_id for row in rows_of(rows, comment=comment, user=user)
             if row.job_id != keep and is_live(row.state)]
+
+
+def work_cluster(name: str) -> str:
+    """The configured cluster a user's work names (#38), by name ('': the default one); InvalidInput
+    naming `cluster` for one not configured."""
+    clusters = clusters_from_settings()
+    if name and name not in (names := [known.name for known in clusters.all]):
+        raise InvalidInput({"cluster": [f"Unknown cluster {name!r}; configured: {', '.join(names)}."]})
+    return clusters.get(name or None).name
+
+
+def cluster_configured(name: str) -> bool:
+    """Whether a row's cluster is still configured: one whose file was removed waits in the portal."""
+    return name in {known.name for known in clusters_from_settings().all}
+
+
+def on_cluster_of(slurm: Slurm) -> Q:
+    """The rows (of a model with a `cluster` field) that `slurm`'s cluster runs: Slurm ids are a
+    cluster's own, and two clusters' may coincide. Every row where the adapter names no cluster."""
+    cluster = getattr(slurm, "cluster", None)
+    return Q() if cluster is None else Q(cluster=cluster)
+
+
+def cluster_slurm(name: str) -> Slurm:
+    """The adapter of a row's cluster; on a one-cluster site the one adapter, as before #38."""
+    return Slurm.from_settings(name) if clusters_from_settings().several else Slurm.from_settings()
 
 
 # --- TensorBoards and pulls: the same rules, for any model with uuid, user, slurm_job_id, reason,
@@ -357,15 +385,20 @@ def _cancel(kind: WorkKind[M], work: M, job_ids: list[str], slurm: Slurm) -> Non
 
 def work_end_all(rows: QuerySet, *, still: dict[str, object], ending: dict[str, object],
                  slurm: Slurm | None = None) -> int:
-    """End each row: cancel its Slurm job, as the portal's own account (a Slurm Operator: sudo may
-    no longer act as an owner who left the portal's group), then write `ending` where the row is
-    still as `still` says. Returns how many ended. Raises SlurmUnreachable when Slurm does not answer."""
+    """End each row (of a model with a `cluster` field): cancel its Slurm job, as the portal's own
+    account (a Slurm Operator: sudo may no longer act as an owner who left the portal's group), then
+    write `ending` where the row is still as `still` says. Returns how many ended. Raises
+    SlurmUnreachable when Slurm does not answer. The poll cycle's adapter (`slurm`) ends its own
+    cluster's rows alone (Slurm ids may coincide); without one, each row's cluster's adapter ends it
+    (nothing can reach the job of a cluster no longer configured: its row just ends)."""
     ended = 0
-    for row in rows:
-        if row.slurm_job_id:
-            slurm = slurm or Slurm.from_settings()
+    adapters: dict[str, Slurm] = {}
+    for row in rows.filter(on_cluster_of(slurm)) if slurm is not None else rows:
+        if row.slurm_job_id and (slurm is not None or cluster_configured(row.cluster)):
+            if row.cluster not in adapters:
+                adapters[row.cluster] = slurm or cluster_slurm(row.cluster)
             try:
-                slurm.cancel_as_operator(job_id=row.slurm_job_id)
+                adapters[row.cluster].cancel_as_operator(job_id=row.slurm_job_id)
             except SlurmRejected as error:  # it ended meanwhile
                 logger.info("%s %s: scancel %s refused: %s", type(row).__name__, row.pk, row.slurm_job_id,
                             error.message)

@@ -6,11 +6,9 @@ portal's own account (a Slurm Operator), as sudo may no longer act as somebody w
 
 from django.utils import timezone
 
-from portal.jobs.selectors import jobs_on_cluster_of
 from portal.lifecycle.work import work_end_all
 from portal.webapps.models import ACTIVE_STATES, App, AppState
 from portal.webapps.selectors import SHELL_TYPE
-from portal.webapps.services import app_slurm
 from portal.webapps.shells import shell_stop
 from slurm.adapter import Slurm
 
@@ -24,9 +22,4 @@ def apps_of_inactive_end(*, reason: str, user_id: int | None = None, slurm: Slur
     for shell in apps.filter(type__slug=SHELL_TYPE, state=AppState.READY):
         shell_stop(shell=shell, reason=reason)  # its server ends the shell's processes now
     ending = {"state": AppState.ENDED, "ended_at": timezone.now(), "reason": reason}
-    if slurm is not None:  # the poll cycle's adapter cancels its own cluster's apps (Slurm ids may coincide)
-        return work_end_all(apps.filter(jobs_on_cluster_of(slurm)), still={"state__in": ACTIVE_STATES},
-                            ending=ending, slurm=slurm)
-    return sum(work_end_all(apps.filter(cluster=cluster), still={"state__in": ACTIVE_STATES}, ending=ending,
-                            slurm=app_slurm(cluster))
-               for cluster in set(apps.values_list("cluster", flat=True)))
+    return work_end_all(apps, still={"state__in": ACTIVE_STATES}, ending=ending, slurm=slurm)

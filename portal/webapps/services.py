@@ -26,18 +26,21 @@ from portal.core.errors import Conflict, InvalidInput, Unavailable
 from portal.environments.models import Environment
 from portal.jobs.job_templates import TemplateError
 from portal.jobs.models import Job
-from portal.jobs.selectors import jobs_on_cluster_of
 from portal.jobs.services.prepare import unix_account
 from portal.lifecycle.kinds import Followed
 from portal.lifecycle.work import (
     WorkKind,
+    cluster_configured,
+    cluster_slurm,
     fenced,
     lease_claim,
+    on_cluster_of,
     sbatch_answer_lost_fence,
     sbatch_attempt,
     unsettled_followed,
     work_apply_accounting,
     work_apply_queue,
+    work_cluster,
     work_dispatch,
     work_hand_over,
 )
@@ -72,10 +75,7 @@ def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None 
     app_type = app_types_offered().filter(slug=type).first()
     if app_type is None:
         raise InvalidInput({"type": [f"Unknown app type {type!r}; GET /api/v1/app-types/ lists them."]})
-    clusters = clusters_from_settings()
-    if cluster and cluster not in (names := [known.name for known in clusters.all]):
-        raise InvalidInput({"cluster": [f"Unknown cluster {cluster!r}; configured: {', '.join(names)}."]})
-    cluster = clusters.get(cluster or None).name
+    cluster = work_cluster(cluster)
     home = unix_account(user.username).pw_dir.rstrip("/")
     values = parameters_clean(app_type=app_type, given={} if parameters is None else parameters,
                               username=user.username, home=home)
@@ -133,13 +133,13 @@ def app_submit_first_attempt(*, app_id: int) -> None:
     cluster = _waiting(app_id).values_list("cluster", flat=True).first()
     if cluster is None:
         return
-    if cluster not in {known.name for known in clusters_from_settings().all}:
+    if not cluster_configured(cluster):
         _waiting(app_id).update(reason=f"Its cluster {cluster!r} is no longer configured.")
         return
     if slurm_known_down(cluster):
         _waiting(app_id).update(reason="Slurm is unreachable: it goes to Slurm when Slurm is back.")
         return
-    app_submit(app_id=app_id, slurm=app_slurm(cluster))
+    app_submit(app_id=app_id, slurm=cluster_slurm(cluster))
 
 
 def app_submit(*, app_id: int, slurm: Slurm) -> None:
@@ -184,12 +184,7 @@ def _adopt(app: App, job_id: str, reason: str = "Found in Slurm.", lease: dateti
 APPS_WORK = WorkKind(model=App, prefix=COMMENT_PREFIX, waiting=_WAITING, created="created_at", adopt=_adopt,
                      resubmit=lambda app_id: work_hand_over(send=lambda: _submit_first_task().delay(app_id),
                                                             waiting=_waiting(app_id)),
-                     on_cluster=jobs_on_cluster_of)  # a `cluster` field, as jobs'
-
-
-def app_slurm(cluster: str) -> Slurm:
-    """The adapter of an app's cluster: on a one-cluster site the one adapter, as before #38."""
-    return Slurm.from_settings(cluster) if clusters_from_settings().several else Slurm.from_settings()
+                     on_cluster=on_cluster_of)
 
 
 def app_stop(*, app: App, reason: str, slurm: Slurm | None = None) -> App:
@@ -197,11 +192,11 @@ def app_stop(*, app: App, reason: str, slurm: Slurm | None = None) -> App:
     when Slurm does not answer, Conflict when its cluster is no longer configured; a job Slurm no
     longer has is simply marked ended."""
     if app.is_active and app.slurm_job_id:
-        if app.cluster not in {known.name for known in clusters_from_settings().all}:
+        if not cluster_configured(app.cluster):
             raise Conflict(f"Its cluster {app.cluster!r} is no longer configured; ask an administrator.",
                            code="cluster_gone")
         try:
-            (slurm or app_slurm(app.cluster)).cancel(job_id=app.slurm_job_id, user=app.user.username)
+            (slurm or cluster_slurm(app.cluster)).cancel(job_id=app.slurm_job_id, user=app.user.username)
         except SlurmUnreachable as error:
             raise Unavailable("Slurm is unreachable, so the app was not stopped; try again. "
                               f"({error.message})", code="slurm_unavailable") from error
@@ -248,7 +243,7 @@ def apps_follow_queue(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm
     node (`apps_follow`). Another cluster's cycle stores no snapshot: its apps move on from its queue."""
     unsettled = work_apply_queue(kind=APPS_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
     if getattr(slurm, "cluster", None) not in (None, clusters_from_settings().default.name):
-        _apps_move(_active(jobs_on_cluster_of(slurm)), {row.job_id: row for row in queue}, queried_at, slurm)
+        _apps_move(_active(on_cluster_of(slurm)), {row.job_id: row for row in queue}, queried_at, slurm)
     return unsettled_followed(unsettled, settle=lambda rows: work_apply_accounting(unsettled=unsettled,
                                                                                    rows=rows))
 
