@@ -37,8 +37,9 @@ def tensorboard_start(*, user: User, logdir: Any = None, job: Any = None,
     if not isinstance(logdir, str) or not logdir.startswith("/"):
         raise InvalidInput({"logdir": ["Must be an absolute path (starting with /)."]})
     try:
+        # A job's TensorBoard runs on the job's cluster, beside its logs (#38).
         return app_start(user=user, type=TYPE, parameters={"logdir": logdir}, job=found_job,
-                         session=found_session)
+                         session=found_session, cluster=found_job.cluster if found_job else "")
     except InvalidInput as error:  # this API's field is logdir, not parameters.logdir
         nested = error.fields.pop("parameters", None)
         raise InvalidInput({**error.fields, **(nested if isinstance(nested, dict) else {})}) from None

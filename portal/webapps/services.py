@@ -226,13 +226,18 @@ def app_answered(*, app_id: int, port: int) -> bool:
     answered = bool(App.objects.filter(pk=app_id, state__in=(State.QUEUED, State.STARTING), port__isnull=True)
                     .update(port=port, answered_at=timezone.now()))
     if answered:
-        transaction.on_commit(_poll_soon)
+        clusters = clusters_from_settings()
+        cluster = App.objects.filter(pk=app_id).values_list("cluster", flat=True).get()
+        if clusters.several and cluster != clusters.default.name:  # its own cluster's cycle (#38)
+            transaction.on_commit(lambda: _poll_soon(task="cluster_poll_cycle", args=(cluster,)))
+        else:
+            transaction.on_commit(_poll_soon)
     return answered
 
 
-def _poll_soon() -> None:
+def _poll_soon(task: str = "poll_cycle_soon", args: tuple[str, ...] = ()) -> None:
     try:  # by name: the poll app sits above this one
-        current_app.tasks["portal.poll.tasks.poll_cycle_soon"].delay()
+        current_app.tasks[f"portal.poll.tasks.{task}"].delay(*args)
     except Exception as error:  # any broker failure means "the next tick", never a 5xx
         logger.warning("could not ask for an early poll cycle: %s", error)
 

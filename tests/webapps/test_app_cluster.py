@@ -14,10 +14,10 @@ from portal.cluster.models import PollStatus, SlurmJob
 from portal.poll.cycle import queue_follow
 from portal.webapps.catalog import catalog_sync
 from portal.webapps.models import App, AppState
-from portal.webapps.services import app_stop, app_submit_first_attempt, apps_follow
+from portal.webapps.services import app_answered, app_stop, app_submit_first_attempt, apps_follow
 from slurm.adapter import Slurm
 from slurm.parsing import Parsed, QueuedJob
-from tests.factories import AppFactory
+from tests.factories import AppFactory, JobFactory
 
 pytestmark = pytest.mark.django_db
 APPS = "/api/v1/apps/"
@@ -175,3 +175,19 @@ def test_each_clusters_cycle_moves_its_own_apps_on_alone(two_clusters, adapters)
     ours.refresh_from_db()
     default.refresh_from_db()
     assert ours.state == AppState.ENDED and default.state == AppState.READY
+
+
+def test_an_app_that_answered_asks_its_own_clusters_cycle_and_a_jobs_tensorboard_runs_beside_it(
+        token_client, user, two_clusters, monkeypatch, django_capture_on_commit_callbacks):
+    asked = []
+    monkeypatch.setattr("portal.poll.tasks.cluster_poll_cycle.delay", asked.append)
+    monkeypatch.setattr("portal.poll.tasks.poll_cycle_soon.delay", lambda: asked.append("default"))
+    for cluster in ("cluster-b", "gpuportal"):
+        app = AppFactory(cluster=cluster, state=AppState.STARTING, slurm_job_id="7")
+        with django_capture_on_commit_callbacks(execute=True):
+            assert app_answered(app_id=app.pk, port=43123)
+    assert asked == ["cluster-b", "default"]
+    job = JobFactory(user=user, cluster="cluster-b")
+    response = token_client.post("/api/v1/tensorboards/", {"job": job.pk}, format="json")
+    assert response.status_code == 201, response.json()
+    assert App.objects.get(pk=response.json()["id"]).cluster == "cluster-b"
