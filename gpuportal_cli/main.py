@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from gpuportal_cli import __version__, config
 from gpuportal_cli.client import EXIT_CODES_HELP, ApiError, Client, Exit
+from gpuportal_cli.clusters import clusters
 from gpuportal_cli.context import CLUSTER_HELP, State, common_options, pass_state
 from gpuportal_cli.efficiency import jobstats
 from gpuportal_cli.extras import benchmarks, tensorboard
@@ -167,5 +168,5 @@ def default_cluster(state: State, name: str | None, clear: bool) -> None:
 
 
 for command in (templates, submit, jobs, job, logs, cancel, rerun, sessions, session, open_, environments,
-                gpu, tensorboard, benchmarks, projects, sweep, jobstats):
+                gpu, tensorboard, benchmarks, projects, sweep, jobstats, clusters):
     app.add_command(command)

@@ -139,3 +139,11 @@ def test_sweep_start_sends_the_cluster(sent):
                                       "--objective", "loss", "--direction", "min"], env=env)
     assert result.exit_code == 0, result.output
     assert sent[0][0] == "/sweeps/" and sent[0][1]["cluster"] == "cluster-b"
+
+
+def test_clusters_lists_each_by_the_name_cluster_takes(token_cli, partitions, two_clusters):
+    lines = [line.split("\t") for line in token_cli("clusters").stdout.splitlines()]
+    assert lines[0][:3] == ["NAME", "TITLE", "DEFAULT"]
+    assert [row[:3] for row in lines[1:]] == [["gpuportal", "GPU cluster", "yes"],
+                                              ["cluster-b", "Cluster B", ""]]
+    assert [row["name"] for row in token_cli("--json", "clusters").json()] == ["gpuportal", "cluster-b"]
