@@ -6,6 +6,7 @@
 #   HUB_STATE_DIR, HUB_PORT, HUB_PROXY_PORT, HUB_PROXY_API_PORT, PORTAL_URL, JUPYTERHUB_API_TOKEN,
 #   JUPYTERHUB_OAUTH_CLIENT_SECRET, CONFIGPROXY_AUTH_TOKEN, JUPYTERHUB_CRYPT_KEY, HUB_CULL_TIMEOUT,
 #   HUB_CULL_EVERY, HUB_CULLER_TOKEN, HUB_CONFIG (another config file, e.g. the benchmark's),
+#   CLUSTERS_DIR and SLURM_CLUSTER_NAME (the portal's clusters, #38; default /etc/gpuportal/clusters.d),
 #   HUB_USER (the account all three run as when started by root; default jupyterhub, "root" for a
 #   config whose spawner needs root, such as bench/stock_hub_config.py's runuser prefix).
 # Secrets not given are generated once into $HUB_STATE_DIR/secrets.env (mode 600, owned by HUB_USER).
