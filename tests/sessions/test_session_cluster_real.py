@@ -2,7 +2,7 @@
 clusters (a clusters.d of its own, as tests/jobs/test_job_cluster_real.py) and the hub loading the
 bed's /etc/gpuportal/clusters.d, alice starts a session on `cluster-b` through the API; it is ready
 in JupyterLab, its job runs on b-node1 (in `squeue -M cluster-b`, under the session's key), and
-a stop through the API cancels it there."""
+a stop through the API cancels it there. A cluster the hub does not know is its 400 naming it."""
 
 import subprocess
 import time
@@ -40,6 +40,13 @@ def b_queue(job_id: str) -> str:
 
 def test_alice_runs_a_session_on_cluster_b_ready_in_jupyterlab(portal_hub, two_clusters, user, token_client):
     assert user.username == "alice"
+    # A cluster the hub does not load is its 400 naming `cluster`, never a hub error.
+    portal_hub.request("POST", "/users/alice")
+    response = portal_hub.request("POST", "/users/alice/servers/far",
+                                  json={"user_options": {"cluster": "mars"}})
+    assert response.status_code == 400, response.text
+    assert response.json()["message"].startswith(
+        "cluster must be one of the configured clusters (cluster-b, gpuportal)"), response.text
     started = time.monotonic()
     response = token_client.post(URL, {"name": "on-b", "cluster": B, "hours": 0.5}, format="json")
     assert response.status_code == 202 and response.json()["cluster"] == B, response.json()
