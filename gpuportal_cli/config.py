@@ -39,7 +39,7 @@ def cluster_name(name: str) -> str:
     name = name.strip()
     if not CLUSTER_NAME.fullmatch(name):
         raise ConfigError(f"Cluster {name!r} is not a cluster's name: lower-case letters, digits, '-' and "
-                          "'_', starting with a letter (as the portal's cluster page shows it).")
+                          "'_', starting with a letter (see `gpuportal clusters`).")
     return name
 
 

@@ -42,11 +42,12 @@ class State:
                            exit_code=Exit.AUTH, code="not_logged_in")
         return Client(settings.url, settings.token)
 
-
     def cluster(self) -> str:
         """The cluster named by --cluster, GPUPORTAL_CLUSTER or the config file; empty: none, so the
-        portal uses its default cluster (and a one-cluster portal is asked nothing new)."""
-        return self.settings().cluster
+        portal uses its default cluster (and a one-cluster portal is asked nothing new). No second
+        warning about an exposed config file: client() gives it."""
+        stored, _ = config.load()
+        return config.resolve(stored, url=self.url_option, cluster=self.cluster_option).cluster
 
 
 pass_state = click.make_pass_decorator(State, ensure=True)
@@ -67,7 +68,7 @@ def _set_cluster(ctx: click.Context, _param: click.Parameter, value: str | None)
         ctx.ensure_object(State).cluster_option = value
 
 
-CLUSTER_HELP = ("The cluster to run on, by its name as the portal's cluster page shows it (default: "
+CLUSTER_HELP = ("The cluster to run on, by its name as `gpuportal clusters` lists it (default: "
                 "GPUPORTAL_CLUSTER, then `gpuportal default-cluster`, then the portal's default).")
 
 

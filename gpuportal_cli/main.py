@@ -148,8 +148,8 @@ def whoami(state: State) -> None:
 @pass_state
 def default_cluster(state: State, name: str | None, clear: bool) -> None:
     """Show, set (NAME) or clear (--clear) the cluster that work goes to when a command names none,
-    kept in the config file with the portal you logged in to. NAME is the cluster's name as the
-    portal's cluster page shows it; the portal checks it when work is started."""
+    kept in the config file with the portal you logged in to. NAME is the cluster's name as
+    `gpuportal clusters` lists it; the portal checks it when work is started."""
     if name and clear:
         raise click.UsageError("Give NAME or --clear, not both.")
     stored, _ = config.load()
