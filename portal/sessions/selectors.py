@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.cluster.models import PollStatus, SlurmJob
+from portal.cluster.selectors import poll_status_key
 from portal.sessions.models import Session
 from portal.waits.models import Waiting
 from portal.waits.selectors import waiting_by_job, waiting_get
@@ -43,10 +44,13 @@ class Freshness:
         return bool(self.stale_reason)
 
 
-def sessions_freshness() -> Freshness:
+def sessions_freshness(cluster: str | None = None) -> Freshness:
+    """Of the sessions on `cluster` (None: the default one): the hub's look is the default cluster's
+    cycle's, Slurm's that cluster's own cycle's (#38)."""
     status = PollStatus.get()
-    down = [name for name, error in (("the hub", status.hub_error), ("Slurm", status.error)) if error]
-    looks = (status.hub_refreshed_at, status.refreshed_at)
+    slurm = PollStatus.get(key) if (key := poll_status_key(cluster)) else status
+    down = [name for name, error in (("the hub", status.hub_error), ("Slurm", slurm.error)) if error]
+    looks = (status.hub_refreshed_at, slurm.refreshed_at)
     as_of = None if None in looks else min(looks)
     limit = timedelta(seconds=settings.SLURM_POLL_SECONDS * settings.SLURM_STALE_AFTER_CYCLES)
     if down:
@@ -161,7 +165,11 @@ def _cards(rows: list[Session], freshness: Freshness) -> list[ServerCard]:
     jobs = {job.job_id: job for job in SlurmJob.objects.filter(
         job_id__in=[_snapshot_id(row, default) for row in rows if row.ended_at is None])}
     waiting = waiting_by_job(job_ids=[_snapshot_id(row, default) for row in rows if _may_wait(row)])
-    return [_card(row, jobs.get(_snapshot_id(row, default)), now, freshness,
+    # Another cluster's sessions are as current as its own cycle (#38).
+    fresh = {default: freshness}
+    for cluster in {row.cluster for row in rows} - set(fresh):
+        fresh[cluster] = sessions_freshness(cluster)
+    return [_card(row, jobs.get(_snapshot_id(row, default)), now, fresh[row.cluster],
                   waiting.get(_snapshot_id(row, default))) for row in rows]
 
 
@@ -170,7 +178,7 @@ def server_card(*, server: Session, freshness: Freshness | None = None) -> Serve
     job_id = _snapshot_id(server, clusters_from_settings().default.name)
     job = SlurmJob.objects.filter(job_id=job_id).first() if job_id else None
     waiting = waiting_get(job_id=job_id) if _may_wait(server) else None
-    return _card(server, job, timezone.now(), freshness or sessions_freshness(), waiting)
+    return _card(server, job, timezone.now(), freshness or sessions_freshness(server.cluster), waiting)
 
 
 def _snapshot_id(row: Session, default: str) -> str:

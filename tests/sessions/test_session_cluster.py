@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from portal.cluster.models import PollStatus
 from portal.sessions.hub import HubServer
 from portal.sessions.models import Session, default_cluster
 from portal.sessions.orphans import servers_orphans_cancel
@@ -112,3 +113,18 @@ def test_a_server_started_at_the_hub_on_cluster_b_is_adopted_there(two_clusters,
         name="lab", ready=False, pending="spawn", url="", last_activity=None,
         user_options={"partition": "gpu", "gpus": 1, "hours": 1, "cluster": "cluster-b"}, job_id="5")})
     assert Session.objects.get(name="lab").cluster == "cluster-b"
+
+
+def test_a_session_is_as_current_as_its_own_clusters_cycle(two_clusters, user, token_client):
+    """cluster-b's controller not answering makes only its sessions stale."""
+    now = timezone.now()
+    PollStatus.objects.filter(pk=1).update(checked_at=now, refreshed_at=now, error="", hub_refreshed_at=now,
+                                           hub_error="")
+    PollStatus.objects.create(cluster="cluster-b", checked_at=now, refreshed_at=now - timedelta(minutes=5),
+                              error="Unable to contact slurm controller")
+    SessionFactory(user=user, name="here", cluster="gpuportal")
+    SessionFactory(user=user, name="there", cluster="cluster-b")
+    cards = {card["name"]: card for card in token_client.get(URL).json()}
+    assert not cards["here"]["stale"]
+    assert cards["there"]["stale"] and cards["there"]["stale_reason"] == "Slurm is not answering"
+    assert token_client.get(f"{URL}there/").json()["stale"]
