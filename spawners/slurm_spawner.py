@@ -31,6 +31,7 @@ from traitlets import Dict, Float, List, Unicode, default
 
 from portal.containers.runtimes import LaunchInvalid
 from portal.policy.rules import Usage
+from portal.sessions.queue_file import queue_file_of
 from slurm.clusters import Cluster, Clusters, ClustersError, clusters_load
 from slurm.errors import SlurmError
 from slurm.parsing import first_node
@@ -280,8 +281,7 @@ class PortalSlurmSpawner(SlurmSpawner):
 
     @property
     def poller(self) -> QueuePoller:
-        """The server's cluster's poller. The portal's shared queue is its default cluster's: another
-        cluster's servers share their own squeue."""
+        """The server's cluster's poller, which reads the portal's queue file of that cluster."""
         if not self.cluster:
             return shared_poller(self.slurm_bin_dir, self.slurm_timeout, self.queue_file)
         try:
@@ -289,8 +289,8 @@ class PortalSlurmSpawner(SlurmSpawner):
                 (cluster for cluster in self.clusters().all if cluster.name == self.cluster), None)
         except OptionError:
             chosen = None
-        # One no longer configured is still asked by its name, never taken for gone.
-        shared_file = self.queue_file if chosen is not None and chosen.default else ""
+        # One no longer configured is still asked by its name (no file of the portal's), never taken for gone.
+        shared_file = queue_file_of(self.queue_file, "" if chosen.default else chosen.name) if chosen else ""
         slurm_conf = str(chosen.slurm_conf) if chosen is not None and chosen.slurm_conf else ""
         return shared_poller(self.slurm_bin_dir, self.slurm_timeout, shared_file, self.cluster, slurm_conf)
 

@@ -3,6 +3,7 @@ the start form's picker only where there is a choice, the cluster in the options
 where there are several), and each cluster's cycle following only its own sessions (Slurm ids of
 two clusters may coincide). The hub is faked; the real thing: tests/sessions/test_session_cluster_real.py."""
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -128,3 +129,12 @@ def test_a_session_is_as_current_as_its_own_clusters_cycle(two_clusters, user, t
     assert not cards["here"]["stale"]
     assert cards["there"]["stale"] and cards["there"]["stale_reason"] == "Slurm is not answering"
     assert token_client.get(f"{URL}there/").json()["stale"]
+
+
+def test_each_clusters_cycle_shares_its_own_queue_with_the_hub(two_clusters, user, settings, tmp_path):
+    settings.SERVERS_QUEUE_FILE = str(tmp_path / "queue.json")
+    sessions_follow([_row("5", user=user.username, name="lab")], timezone.now(), _adapter("cluster-b"))
+    assert not (tmp_path / "queue.json").exists()
+    assert json.loads((tmp_path / "queue.cluster-b.json").read_text())["jobs"][0]["job_id"] == "5"
+    sessions_follow([], timezone.now(), _adapter("gpuportal"))
+    assert json.loads((tmp_path / "queue.json").read_text())["jobs"] == []

@@ -69,9 +69,9 @@ def test_commands_name_the_servers_cluster_and_a_restarted_hub_keeps_it(clusters
     apply_portal_options(spawner, {"gpus": 1, "cluster": "cluster-b"})
     assert spawner.user_options["cluster"] == "cluster-b"
     assert commands(spawner) == ("/usr/bin/sbatch --parsable -M cluster-b", "/usr/bin/scancel -M cluster-b 7")
-    # Its own poller (squeue -M cluster-b), not the portal's shared queue, which is the default's.
+    # Its own poller (squeue -M cluster-b), which reads the portal's queue file of cluster-b.
     poller = spawner.poller
-    assert (poller.slurm.cluster, poller.shared_file) == ("cluster-b", "")
+    assert (poller.slurm.cluster, poller.shared_file) == ("cluster-b", "/tmp/queue.cluster-b.json")
     assert poller.slurm._clusters(None) == ["-M", "cluster-b"]
     spawner.job_id = "12"
     state = spawner.get_state()

@@ -17,6 +17,7 @@ from portal.core.audit_context import CULLER, HUB, acting_part
 from portal.core.published import file_publish
 from portal.lifecycle.kinds import Followed, span_of
 from portal.sessions.models import Session
+from portal.sessions.queue_file import queue_file_of
 from slurm.adapter import Slurm
 from slurm.clusters import clusters_from_settings
 from slurm.parsing import AccountedJob, QueuedJob
@@ -107,15 +108,16 @@ def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None,
     return left
 
 
-def servers_queue_publish(*, queue: list[QueuedJob], taken_before: datetime) -> bool:
-    """Share this cycle's squeue with the hub (settings.SERVERS_QUEUE_FILE): its spawner answers
+def servers_queue_publish(*, queue: list[QueuedJob], taken_before: datetime, cluster: str = "") -> bool:
+    """Share this cycle's squeue with the hub (settings.SERVERS_QUEUE_FILE; another `cluster`'s beside
+    it, `queue_file_of`): its spawner answers
     routine polls of running servers from it instead of its own squeue, so the portal and the hub
     agree and Slurm is asked once per cycle. Only the hub's live jobs; `taken_before` is a time at
     or before the squeue ran (the spawner never trusts it for a job submitted after)."""
     jobs = [{**asdict(row), "start_time": _iso(row.start_time), "end_time": _iso(row.end_time),
              "time_limit": row.time_limit.total_seconds() if row.time_limit is not None else None}
             for row in queue if is_live(row.state) and row.name.startswith(JOB_NAME_PREFIX)]
-    return file_publish(settings.SERVERS_QUEUE_FILE, json.dumps(
+    return file_publish(queue_file_of(settings.SERVERS_QUEUE_FILE, cluster), json.dumps(
         {"taken_at": taken_before.timestamp(), "jobs": jobs}, separators=(",", ":")))
 
 
@@ -133,10 +135,9 @@ def sessions_follow(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     cluster's cycle follows its own sessions. The hub sends their sbatch, so none is ever looked up
     by comment here (the orphans step cancels by key)."""
     cluster = getattr(slurm, "cluster", None)
-    if cluster is None or cluster == clusters_from_settings().default.name:
-        # The hub's routine polls of the default cluster's servers read it; another cluster's poller
-        # runs its own squeue (spawners.queue_poller).
-        servers_queue_publish(queue=queue, taken_before=queried_at)
+    # The hub's routine polls read it: each cluster's servers their own cluster's file.
+    servers_queue_publish(queue=queue, taken_before=queried_at,
+                          cluster="" if cluster in (None, clusters_from_settings().default.name) else cluster)
     left = servers_apply_queue(queue=queue, now=queried_at, on_cluster=sessions_on_cluster_of(slurm))
     report = SessionsSettled()
 
