@@ -192,19 +192,17 @@ def _job_context(job: Job, tool: str) -> dict[str, Any]:
 
 
 def gpu_type_of(job: Job) -> str:
-    """The GPU type Slurm's GRES gave the job: its nodes' types from the cluster snapshot, else the
-    partition's when it has only one."""
+    """The GPU type Slurm's GRES gave the job: its nodes' types from its own cluster's snapshot, else
+    the partition's when it has only one."""
     types: set[str] = set()
     if job.node_list:
-        for node in Node.objects.filter(name__in=hostlist_expand(job.node_list)).values_list(
-            "gpus", flat=True
-        ):
+        for node in Node.every_cluster.filter(cluster=job.cluster, name__in=hostlist_expand(job.node_list)
+                                              ).values_list("gpus", flat=True):
             types.update(kind for kind, count in (node or {}).items() if count)
     if not types:
         types = set(
-            PartitionGpu.objects.filter(partition__name=job.partition, total__gt=0).values_list(
-                "gpu_type", flat=True
-            )
+            PartitionGpu.objects.filter(partition__cluster=job.cluster, partition__name=job.partition,
+                                        total__gt=0).values_list("gpu_type", flat=True)
         )
     types.discard("")
     return ",".join(sorted(types))
