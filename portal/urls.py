@@ -14,6 +14,7 @@ register_converter(IdConverter, "id")
 _old_session_admin = RedirectView.as_view(url="/admin/servers/session/%(rest)s", query_string=True,
                                          permanent=True)
 
+handler400 = "portal.core.middleware.bad_request"
 handler404 = "portal.core.middleware.not_found"
 handler500 = "portal.core.middleware.server_error"
 

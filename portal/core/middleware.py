@@ -5,6 +5,7 @@ import logging
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views import defaults
 
 from portal.core.api_errors import error_body, error_headers, portal_error_of
 from portal.core.errors import NotFound, PortalError
@@ -36,6 +37,14 @@ class PortalErrorMiddleware:
             return JsonResponse({"detail": "Internal error; it has been logged.", "code": "server_error",
                                  "fields": {}}, status=500)
         return None
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler400, for what Django refuses before any view (a Host header it does not serve, an empty
+    one included): JSON under /api/, as every answer there is; Django's own page elsewhere."""
+    if is_api(request):
+        return JsonResponse({"detail": "Bad request.", "code": "bad_request", "fields": {}}, status=400)
+    return defaults.bad_request(request, exception)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
