@@ -37,9 +37,10 @@ def tensorboard_start(*, user: User, logdir: Any = None, job: Any = None,
     if not isinstance(logdir, str) or not logdir.startswith("/"):
         raise InvalidInput({"logdir": ["Must be an absolute path (starting with /)."]})
     try:
-        # A job's TensorBoard runs on the job's cluster, beside its logs (#38).
+        # A job's or a session's TensorBoard runs on its cluster, beside its logs (#38).
+        beside = found_job or found_session
         return app_start(user=user, type=TYPE, parameters={"logdir": logdir}, job=found_job,
-                         session=found_session, cluster=found_job.cluster if found_job else "")
+                         session=found_session, cluster=beside.cluster if beside else "")
     except InvalidInput as error:  # this API's field is logdir, not parameters.logdir
         nested = error.fields.pop("parameters", None)
         raise InvalidInput({**error.fields, **(nested if isinstance(nested, dict) else {})}) from None

@@ -18,6 +18,7 @@ from portal.webapps.services import app_answered, app_stop, app_submit_first_att
 from slurm.adapter import Slurm
 from slurm.parsing import Parsed, QueuedJob
 from tests.factories import AppFactory, JobFactory
+from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
 APPS = "/api/v1/apps/"
@@ -177,7 +178,7 @@ def test_each_clusters_cycle_moves_its_own_apps_on_alone(two_clusters, adapters)
     assert ours.state == AppState.ENDED and default.state == AppState.READY
 
 
-def test_an_app_that_answered_asks_its_own_clusters_cycle_and_a_jobs_tensorboard_runs_beside_it(
+def test_an_app_that_answered_asks_its_own_clusters_cycle_and_a_tensorboard_runs_beside_its_logs(
         token_client, user, two_clusters, monkeypatch, django_capture_on_commit_callbacks):
     asked = []
     monkeypatch.setattr("portal.poll.tasks.cluster_poll_cycle.delay", asked.append)
@@ -187,7 +188,12 @@ def test_an_app_that_answered_asks_its_own_clusters_cycle_and_a_jobs_tensorboard
         with django_capture_on_commit_callbacks(execute=True):
             assert app_answered(app_id=app.pk, port=43123)
     assert asked == ["cluster-b", "default"]
+    App.objects.update(state=AppState.ENDED)
     job = JobFactory(user=user, cluster="cluster-b")
     response = token_client.post("/api/v1/tensorboards/", {"job": job.pk}, format="json")
+    assert response.status_code == 201, response.json()
+    assert App.objects.get(pk=response.json()["id"]).cluster == "cluster-b"
+    SessionFactory(user=user, name="onb", cluster="cluster-b")
+    response = token_client.post("/api/v1/tensorboards/", {"session": "onb"}, format="json")
     assert response.status_code == 201, response.json()
     assert App.objects.get(pk=response.json()["id"]).cluster == "cluster-b"
