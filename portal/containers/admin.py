@@ -35,7 +35,7 @@ class ImageAdmin(admin.ModelAdmin):
 
 @admin.register(Pull)
 class PullAdmin(admin.ModelAdmin):
-    list_display = ["id", "image", "user", "state", "slurm_job_id", "created"]
+    list_display = ["id", "image", "user", "state", "cluster", "slurm_job_id", "created"]
     readonly_fields = [f.name for f in Pull._meta.fields]
 
 

@@ -12,8 +12,9 @@ class AppTypeAdmin(admin.ModelAdmin):
 
 @admin.register(App)
 class AppAdmin(admin.ModelAdmin):
-    list_display = ["id", "user", "type", "state", "slurm_job_id", "host", "port", "created_at", "ended_at"]
-    list_filter = ["state", "type"]
+    list_display = ["id", "user", "type", "state", "cluster", "slurm_job_id", "host", "port", "created_at",
+                    "ended_at"]
+    list_filter = ["state", "type", "cluster"]
     search_fields = ["user__username", "slurm_job_id"]
     # The secret never shows, not even to admins: only the gateway uses it.
     exclude = ["secret"]
