@@ -20,10 +20,9 @@ from portal.efficiency.models import Efficiency
 from portal.efficiency.tasks import efficiency_mails
 from portal.gpus.models import GpuPoint, GpuSummary
 from portal.jobs.models import TERMINAL_STATES, Job, JobState
-from portal.jobs.selectors import jobs_on_cluster_of
+from portal.lifecycle.work import on_cluster_of
 from portal.notifications.tasks import admin_notice
 from portal.sessions.models import Session
-from portal.sessions.services.slurm_sync import sessions_on_cluster_of
 from slurm import states
 from slurm.adapter import Slurm
 from slurm.parsing import JobEfficiency
@@ -74,10 +73,10 @@ def efficiency_record(*, slurm: Slurm, now: datetime) -> int:
 def _due(now: datetime, slurm: Slurm) -> tuple[list[Job], list[Session]]:
     """The work due; jobs and sessions of `slurm`'s cluster alone (their ids are its own)."""
     since, limit = now - timedelta(hours=settings.EFFICIENCY_LOOKBACK_HOURS), settings.EFFICIENCY_PER_CYCLE
-    jobs = list(Job.objects.filter(jobs_on_cluster_of(slurm), state__in=_ENDED_STATES, ended_at__gte=since,
+    jobs = list(Job.objects.filter(on_cluster_of(slurm), state__in=_ENDED_STATES, ended_at__gte=since,
                                    started_at__isnull=False, efficiency__isnull=True)
                 .exclude(slurm_job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
-    sessions = list(Session.objects.filter(sessions_on_cluster_of(slurm), ended_at__gte=since,
+    sessions = list(Session.objects.filter(on_cluster_of(slurm), ended_at__gte=since,
                                            started_at__isnull=False, efficiency__isnull=True)
                     .exclude(job_id="").select_related("user").order_by("ended_at", "pk")[:limit])
     # The oldest `limit` of both together.

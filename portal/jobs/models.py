@@ -6,8 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from portal.cluster.models import default_cluster
 from portal.core.versions import FollowedQuerySet
-from slurm.clusters import clusters_from_settings
 
 
 class JobState(models.TextChoices):
@@ -32,11 +32,6 @@ class JobState(models.TextChoices):
 IN_SLURM_STATES = (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
 ACTIVE_STATES = (JobState.QUEUED_IN_PORTAL, *IN_SLURM_STATES)
 TERMINAL_STATES = tuple(state for state in JobState if state not in ACTIVE_STATES)
-
-
-def default_cluster() -> str:
-    """The default cluster's name (CLUSTERS_DIR, or SLURM_CLUSTER_NAME): where work naming none goes."""
-    return clusters_from_settings().default.name
 
 
 class Job(models.Model):

@@ -20,7 +20,6 @@ from portal.jobs.job_templates import JobTemplate
 from portal.jobs.models import Job, JobMetric
 from portal.policy.rules import Policy
 from portal.policy.services import policy_current
-from slurm.adapter import Slurm
 
 
 @dataclass(frozen=True)
@@ -226,9 +225,3 @@ def job_compose_initial(*, user: User, template: JobTemplate,
         return None
     return ComposeStart(dict(last.parameters), template.slug, last_submitted_at=last.submitted_at)
 
-
-def jobs_on_cluster_of(slurm: Slurm) -> Q:
-    """The jobs that `slurm`'s cluster runs: Slurm ids are a cluster's own, and two clusters' may
-    coincide. Every job where the adapter names no cluster (a one-cluster site)."""
-    cluster = getattr(slurm, "cluster", None)
-    return Q() if cluster is None else Q(cluster=cluster)

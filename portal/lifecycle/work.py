@@ -157,13 +157,18 @@ def duplicates(rows: Iterable[Row], *, comment: str, user: str, keep: str) -> li
             if row.job_id != keep and is_live(row.state)]
 
 
+def cluster_unknown(name: str) -> str | None:
+    """Why the cluster a user's work names (#38; '': the default one) cannot be used, or None."""
+    names = [known.name for known in clusters_from_settings().all]
+    return f"Unknown cluster {name!r}; configured: {', '.join(names)}." if name not in (*names, "") else None
+
+
 def work_cluster(name: str) -> str:
     """The configured cluster a user's work names (#38), by name ('': the default one); InvalidInput
     naming `cluster` for one not configured."""
-    clusters = clusters_from_settings()
-    if name and name not in (names := [known.name for known in clusters.all]):
-        raise InvalidInput({"cluster": [f"Unknown cluster {name!r}; configured: {', '.join(names)}."]})
-    return clusters.get(name or None).name
+    if problem := cluster_unknown(name):
+        raise InvalidInput({"cluster": [problem]})
+    return clusters_from_settings().get(name or None).name
 
 
 def cluster_configured(name: str) -> bool:

@@ -4,13 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from portal.cluster.models import default_cluster
 from portal.core.versions import FollowedQuerySet
-from slurm.clusters import clusters_from_settings
-
-
-def default_cluster() -> str:
-    """The default cluster's name (CLUSTERS_DIR, or SLURM_CLUSTER_NAME): where a session naming none runs."""
-    return clusters_from_settings().default.name
 
 
 class Session(models.Model):

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 
 from portal.core.errors import PortalError
-from portal.lifecycle.work import comment_key
+from portal.lifecycle.work import comment_key, on_cluster_of
 from portal.sessions.hub import JupyterHub
 from portal.sessions.models import Session
-from portal.sessions.services.slurm_sync import JOB_NAME_PREFIX, sessions_on_cluster_of
+from portal.sessions.services.slurm_sync import JOB_NAME_PREFIX
 from portal.sessions.services.stop import server_stop
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected, SlurmUnreachable
@@ -47,7 +47,7 @@ def servers_orphans_cancel(*, queue: list[QueuedJob], ended_before: datetime, sl
             keys.setdefault(str(key), set()).add(job_id)
     # Only `slurm`'s cluster's sessions: another cluster's job may have the same id (#38).
     records = Session.objects.filter(Q(job_id__in=live) | Q(uuid__in=keys),
-                                     sessions_on_cluster_of(slurm)).values_list(
+                                     on_cluster_of(slurm)).values_list(
         "job_id", "uuid", "user__username", "name", "ended_at")
     held = {job_id for job_id, _, _, _, ended_at in records if ended_at is None}  # never one in use
     # An ended record's own job, and any live job with its key.
@@ -89,7 +89,7 @@ def servers_stop_retry(*, queue: list[QueuedJob], now: datetime, hub_up: bool, s
         stop_requested_at__lt=now - STOP_RETRY_AFTER, ended_at__isnull=True).select_related("user"))
     live = {row.job_id for row in queue if is_live(row.state)}
     # `queue` and `slurm` are one cluster's: another's session (#38) is only asked of the hub again.
-    ours = set(Session.objects.filter(sessions_on_cluster_of(slurm), pk__in=[server.pk for server in stuck])
+    ours = set(Session.objects.filter(on_cluster_of(slurm), pk__in=[server.pk for server in stuck])
                .values_list("pk", flat=True))
     done = 0
     for server in stuck:

@@ -5,8 +5,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from portal.cluster.models import default_cluster
 from portal.core.versions import FollowedQuerySet
-from portal.jobs.models import Job, default_cluster
+from portal.jobs.models import Job
 
 
 class Method(models.TextChoices):

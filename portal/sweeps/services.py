@@ -17,11 +17,11 @@ from portal.accounts.models import User
 from portal.core.errors import InvalidInput
 from portal.jobs.job_templates import ParameterInvalid
 from portal.jobs.models import IN_SLURM_STATES
-from portal.jobs.selectors import jobs_on_cluster_of
 from portal.jobs.services.batch import jobs_store
 from portal.jobs.services.prepare import JobDraft, job_prepare
 from portal.jobs.services.submission import job_cancel
 from portal.lifecycle.kinds import Followed
+from portal.lifecycle.work import on_cluster_of
 from portal.policy.services import policy_current, user_groups
 from portal.sweeps.models import Direction, Method, Sweep
 from slurm import states as slurm_states
@@ -228,7 +228,7 @@ def sweeps_follow_queue(queue: list[QueuedJob], queried_at: datetime, slurm: Slu
     """Sweeps as the first kind the poll cycle follows (portal.lifecycle.kinds): each array task's
     state, before the jobs fold an array into one row; nothing for sacct. Each cluster's cycle
     follows the sweeps on its cluster (Slurm ids may coincide)."""
-    return Followed(report=sweeps_follow(queue=queue, on_cluster=jobs_on_cluster_of(slurm)))
+    return Followed(report=sweeps_follow(queue=queue, on_cluster=on_cluster_of(slurm)))
 
 
 def sweeps_follow(*, queue: list[QueuedJob], on_cluster: Q | None = None) -> int:

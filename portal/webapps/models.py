@@ -14,8 +14,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from portal.cluster.models import default_cluster
 from portal.core.versions import FollowedQuerySet
-from portal.jobs.models import default_cluster
 
 COMMENT_PREFIX = "gpuportal-app:"
 SLUG = RegexValidator(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$", "Lowercase letters, digits and hyphens.")

@@ -11,11 +11,12 @@ import pytest
 from django.utils import timezone
 
 from portal.cluster.models import PollStatus
+from portal.lifecycle.work import on_cluster_of
 from portal.sessions.hub import HubServer
 from portal.sessions.models import Session, default_cluster
 from portal.sessions.orphans import servers_orphans_cancel
 from portal.sessions.services.hub_sync import servers_sync
-from portal.sessions.services.slurm_sync import servers_apply_queue, sessions_follow, sessions_on_cluster_of
+from portal.sessions.services.slurm_sync import servers_apply_queue, sessions_follow
 from slurm.adapter import Slurm
 from slurm.parsing import QueuedJob
 from slurm.runner import SlurmRunner
@@ -90,7 +91,7 @@ def test_each_clusters_cycle_follows_its_own_sessions_whose_ids_coincide(two_clu
     there = SessionFactory(user=user, name="there", job_id="77", cluster="cluster-b")
     b_queue = [_row("77", user=user.username, name="there")]
     # cluster-b's cycle: its session runs; the default one's, missing from that queue, is not touched.
-    assert servers_apply_queue(queue=b_queue, on_cluster=sessions_on_cluster_of(_adapter("cluster-b"))) == []
+    assert servers_apply_queue(queue=b_queue, on_cluster=on_cluster_of(_adapter("cluster-b"))) == []
     there.refresh_from_db()
     here.refresh_from_db()
     assert there.started_at is not None and here.started_at is None

@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.jobs.models import ACTIVE_STATES, IN_SLURM_STATES, Job, JobState
-from portal.jobs.selectors import jobs_on_cluster_of
+from portal.lifecycle.work import on_cluster_of
 from slurm.adapter import Slurm
 from slurm.errors import SlurmRejected
 
@@ -35,7 +35,7 @@ def jobs_of_inactive_end(*, reason: str, user_id: int | None = None, slurm: Slur
     unasked = Q(cancel_requested_at__isnull=True) | Q(
         cancel_requested_at__lt=now - timedelta(seconds=settings.SLURM_POLL_SECONDS))
     # The poll cycle's adapter cancels its own cluster's jobs; without one, each job's cluster's.
-    in_slurm = list(jobs.filter(unasked, jobs_on_cluster_of(slurm) if slurm else Q(),
+    in_slurm = list(jobs.filter(unasked, on_cluster_of(slurm) if slurm else Q(),
                                 state__in=IN_SLURM_STATES).exclude(slurm_job_id=""))
     adapters = {} if slurm is None else {job.cluster: slurm for job in in_slurm}
     for job in in_slurm:

@@ -26,6 +26,7 @@ from portal.jobs.job_templates import (
     script_body_render,
 )
 from portal.jobs.selectors import PartitionLimits, partition_limits_list
+from portal.lifecycle.work import cluster_unknown
 from portal.policy.rules import Policy, job_limits_check
 from portal.policy.services import policy_current, user_groups
 from portal.projects.selectors import user_projects
@@ -143,9 +144,8 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
                                        "GET /api/v1/environments/ lists those you can use."]
     if account and not user_projects(user=user).filter(slurm_account=account).exists():
         errors["account"] = [f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."]
-    clusters = clusters_from_settings()
-    if cluster and cluster not in (names := [known.name for known in clusters.all]):
-        errors["cluster"] = [f"Unknown cluster {cluster!r}; configured: {', '.join(names)}."]
+    if problem := cluster_unknown(cluster):
+        errors["cluster"] = [problem]
     if problems:
         errors["parameters"] = problems
     if errors:
@@ -159,7 +159,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         uuid=job_uuid, template=found, name=name, values=values, partition=partition, nodes=nodes,
         gpus_per_node=gpus, cpus_per_node=partition.cpus(gpus), mem_mb_per_node=partition.mem_mb(gpus),
         time_limit=timedelta(minutes=values["time_limit"]), output_dir=output_dir, script="",
-        account=slurm_account, cluster=clusters.get(cluster or None).name,
+        account=slurm_account, cluster=clusters_from_settings().get(cluster or None).name,
     )
     job_dir = f"{output_dir}/job-{job_uuid}"
     inputs = _inputs(found, values)

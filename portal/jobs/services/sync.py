@@ -15,14 +15,21 @@ from django.utils import timezone
 
 from portal.accounts.services import deprovision_reason
 from portal.jobs.models import IN_SLURM_STATES, TERMINAL_STATES, Job, JobState
-from portal.jobs.selectors import jobs_on_cluster_of
 from portal.jobs.services.arrays import accounting_arrays_fold, queue_arrays_fold
 from portal.jobs.services.batch import jobs_submit_dispatch
 from portal.jobs.services.prepare import COMMENT_PREFIX
 from portal.jobs.services.rows import jobs_rows_update
 from portal.jobs.signals import jobs_changed, jobs_ended
 from portal.lifecycle.kinds import Followed, span_of
-from portal.lifecycle.work import comment_key, db_now, due, duplicates, resubmit_allowed, rows_of
+from portal.lifecycle.work import (
+    comment_key,
+    db_now,
+    due,
+    duplicates,
+    on_cluster_of,
+    resubmit_allowed,
+    rows_of,
+)
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
@@ -104,7 +111,7 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
             by_comment.setdefault(row.comment, []).append(row)
     unsettled = JobsUnsettled(queried_at=queried_at)
     live = []
-    active = Job.objects.filter(jobs_on_cluster_of(slurm), state__in=IN_SLURM_STATES).select_related(
+    active = Job.objects.filter(on_cluster_of(slurm), state__in=IN_SLURM_STATES).select_related(
         "user").defer("script", "parameters")
     for job in active:
         if job.slurm_comment in by_comment:
@@ -123,7 +130,7 @@ def jobs_apply_queue(*, queue: list[QueuedJob], queried_at: datetime, report: Sy
         transaction.on_commit(lambda: jobs_changed.send(sender=Job, job_ids=changed))
 
     # Due on the database's clock, as every lease and retry time is set (portal.lifecycle.work).
-    for job in Job.objects.filter(due(), jobs_on_cluster_of(slurm), state=JobState.QUEUED_IN_PORTAL
+    for job in Job.objects.filter(due(), on_cluster_of(slurm), state=JobState.QUEUED_IN_PORTAL
                                   ).select_related("user"):
         if found := rows_of(by_comment.get(job.slurm_comment, []), comment=job.slurm_comment,
                             user=job.user.username):

@@ -16,6 +16,7 @@ from django.utils import timezone
 from portal.core.audit_context import CULLER, HUB, acting_part
 from portal.core.published import file_publish
 from portal.lifecycle.kinds import Followed, span_of
+from portal.lifecycle.work import on_cluster_of
 from portal.sessions.models import Session
 from portal.sessions.queue_file import queue_file_of
 from slurm.adapter import Slurm
@@ -59,17 +60,10 @@ def server_queued_note(*, server_id: int, reason: str) -> bool:
         return bool(fields)
 
 
-def sessions_on_cluster_of(slurm: Slurm) -> Q:
-    """The sessions that `slurm`'s cluster runs (#38): Slurm ids are a cluster's own, and two clusters'
-    may coincide. Every session where the adapter names no cluster (a one-cluster site)."""
-    cluster = getattr(slurm, "cluster", None)
-    return Q() if cluster is None else Q(cluster=cluster)
-
-
 def servers_apply_queue(*, queue: list[QueuedJob], now: datetime | None = None,
                         on_cluster: Q | None = None) -> list[Session]:
     """The poll cycle, for every user's active servers (`on_cluster`: those of the queue's cluster,
-    `sessions_on_cluster_of`): record the Slurm job, when it started, its
+    `on_cluster_of`): record the Slurm job, when it started, its
     pending reasons and end time from this cycle's squeue (a job is found by id, or, before the portal
     knows its id, by owner and the session's key in its comment). Returns the servers whose job has
     left the queue: accounting says how it ended."""
@@ -138,7 +132,7 @@ def sessions_follow(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) 
     # The hub's routine polls read it: each cluster's servers their own cluster's file.
     servers_queue_publish(queue=queue, taken_before=queried_at,
                           cluster="" if cluster in (None, clusters_from_settings().default.name) else cluster)
-    left = servers_apply_queue(queue=queue, now=queried_at, on_cluster=sessions_on_cluster_of(slurm))
+    left = servers_apply_queue(queue=queue, now=queried_at, on_cluster=on_cluster_of(slurm))
     report = SessionsSettled()
 
     def settle(rows: list[AccountedJob]) -> None:

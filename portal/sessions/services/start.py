@@ -17,6 +17,7 @@ from portal.core.errors import InvalidInput
 from portal.core.idempotency import idempotent_replay
 from portal.environments.models import Environment
 from portal.environments.selectors import environment_get
+from portal.lifecycle.work import cluster_unknown
 from portal.policy.rules import (
     SERVER_NAME,
     SERVER_NAME_RULE,
@@ -114,9 +115,8 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
                                      "container).")
     if account and not user_projects(user=user).filter(slurm_account=account).exists():
         errors["account"] = f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."
-    clusters = clusters_from_settings()
-    if cluster and cluster not in (names := [known.name for known in clusters.all]):
-        errors["cluster"] = f"Unknown cluster {cluster!r}; configured: {', '.join(names)}."
+    if problem := cluster_unknown(cluster):
+        errors["cluster"] = problem
     size = None
     try:
         size = session_resolve(policy, groups=user_groups(user), usage=_usage(active), request=SessionRequest(
@@ -130,7 +130,7 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
         raise InvalidInput({field: [message] for field, message in errors.items()})
     return ServerOptions(name=name, partition=size.partition, gpus=size.gpus, hours=size.hours,
                          nodes=size.nodes, environment=chosen_environment, profile=size.profile,
-                         account=account, cluster=clusters.get(cluster or None).name)
+                         account=account, cluster=clusters_from_settings().get(cluster or None).name)
 
 
 def server_start(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
