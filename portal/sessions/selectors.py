@@ -289,7 +289,9 @@ def _given_options(query: Mapping[str, str]) -> dict[str, str]:
 
 
 def _start_options(server: Session) -> dict[str, Any]:
-    return {key: getattr(server, key) for key in START_FIELDS}
+    # The cluster only where the form offers a choice: a one-cluster site's form is as before #38.
+    fields = START_FIELDS if clusters_from_settings().several else tuple(f for f in START_FIELDS if f != "cluster")
+    return {key: getattr(server, key) for key in fields}
 
 
 def _more_hours(text: str) -> float:
