@@ -7,12 +7,14 @@ from django.db.models import Q
 from portal.waits.models import Waiting
 
 
-def waiting_get(*, job_id: str) -> Waiting | None:
+def waiting_get(*, job_id: str, cluster: str | None = None) -> Waiting | None:
     """The row of a pending Slurm job, if the last cycle saw it pending; for a job array (a sweep),
-    its pending tasks' row (squeue lists them as <id>_[a-b%K] or <id>_<n>), the first task first."""
+    its pending tasks' row (squeue lists them as <id>_[a-b%K] or <id>_<n>), the first task first.
+    On `cluster` (#38; None: the default one), whose cycle wrote it."""
     if not job_id:
         return None
-    rows = Waiting.objects.filter(Q(job_id=job_id) | Q(job_id__startswith=f"{job_id}_"))
+    on = Waiting.every_cluster.filter(cluster=cluster) if cluster else Waiting.objects.all()
+    rows = on.filter(Q(job_id=job_id) | Q(job_id__startswith=f"{job_id}_"))
     return rows.order_by("job_id").first()
 
 

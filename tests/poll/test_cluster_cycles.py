@@ -59,6 +59,10 @@ class FakeSlurm:
         self.calls.append(("sacct", query))
         return Parsed(rows=self.accounted)
 
+    def efficiency(self, job_ids):
+        self.calls.append(("sacct steps", list(job_ids)))
+        return Parsed(rows=[])
+
 
 def _row(job_id: str, state: str, comment: str) -> QueuedJob:
     return QueuedJob(job_id=job_id, partition="gpu", state=state, user="alice", reason="", node_count=1,
@@ -94,7 +98,8 @@ def test_a_clusters_cycle_follows_its_own_jobs_alone_with_the_same_slurm_id():
     # It left cluster-b's queue: cluster-b's sacct settles it; the default cluster's job 7 stays.
     slurm = FakeSlurm("cluster-b", accounted=[_accounted("7", "COMPLETED")])
     cluster_poll_cycle(cluster="cluster-b", slurm=slurm)
-    assert slurm.calls == ["sinfo", "squeue", ("sacct", {"job_ids": ["7"]})]
+    # Then one more sacct (steps too) for the efficiency record of what ended, as the default cycle's.
+    assert slurm.calls == ["sinfo", "squeue", ("sacct", {"job_ids": ["7"]}), ("sacct steps", ["7"])]
     assert Job.objects.get(pk=ours.pk).state == JobState.COMPLETED
     assert Job.objects.get(pk=default.pk).state == JobState.PENDING
 
