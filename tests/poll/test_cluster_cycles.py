@@ -137,6 +137,12 @@ def test_a_clusters_cycle_stores_its_own_snapshot_and_replaces_only_its_rows():
     assert Partition.objects.get().gpus.get().allocated == 1 and Node.every_cluster.count() == 2
 
 
+def test_a_clusters_cycle_over_its_budget_leaves_its_later_steps_for_the_next(settings):
+    settings.POLL_CYCLE_BUDGET_SECONDS = 0
+    report = cluster_poll_cycle(cluster="cluster-b", slurm=FakeSlurm("cluster-b"))
+    assert report.ran and report.skipped == ["waiting", "efficiency_recorded", "projects"]
+
+
 def test_a_cluster_that_does_not_answer_is_stale_alone():
     job = _running("cluster-b")
     PollStatus.objects.filter(pk=1).update(checked_at=timezone.now(), refreshed_at=timezone.now(), error="")
