@@ -37,8 +37,9 @@ def waits_refresh(*, queue: list[QueuedJob], slurm: Slurm, now: datetime, cluste
         ours.exclude(job_id__in=pending).delete()
         return 0
     rows = waiting_rows(starts=starts, factors=factors, shares=shares, now=now)
-    for row in rows if cluster else ():
-        row.cluster = cluster
+    if cluster:
+        for row in rows:
+            row.cluster = cluster
     with transaction.atomic():
         ours.delete()
         Waiting.objects.bulk_create(rows)
