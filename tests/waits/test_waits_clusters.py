@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from portal.home.selectors import home_get
 from portal.jobs.models import JobState
 from portal.poll.cycle import cluster_poll_cycle
 from portal.waits.models import FairShareRow, Waiting
@@ -93,3 +94,7 @@ def test_a_clusters_cycle_writes_its_rows_and_its_jobs_page_and_api_read_them(us
     client.force_login(user)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "(Resources)" in page and "(Priority)" not in page
+    # The home page's "What waits" too, beside a default cluster's job with the same Slurm id.
+    JobFactory(user=user, state=JobState.PENDING, slurm_job_id="7", slurm_submitted_at=timezone.now())
+    items = home_get(user=user).waiting.items
+    assert sorted(item.waiting.reason for item in items if item.kind == "job") == ["Priority", "Resources"]
