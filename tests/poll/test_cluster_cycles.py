@@ -63,6 +63,16 @@ class FakeSlurm:
         self.calls.append(("sacct steps", list(job_ids)))
         return Parsed(rows=[])
 
+    def pending_starts(self):  # why its pending jobs wait: squeue --start, sprio, sshare
+        self.calls.append("squeue --start")
+        return Parsed(rows=[])
+
+    def priorities(self):
+        return Parsed(rows=[])
+
+    def fair_shares(self):
+        return Parsed(rows=[])
+
 
 def _row(job_id: str, state: str, comment: str) -> QueuedJob:
     return QueuedJob(job_id=job_id, partition="gpu", state=state, user="alice", reason="", node_count=1,
