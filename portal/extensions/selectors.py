@@ -22,6 +22,7 @@ class Target:
     running: bool
     job: Job | None = None
     server: Session | None = None
+    cluster: str = ""  # the cluster its Slurm job runs on (#38): its id is that cluster's
 
 
 def session_target(*, user: User, name: str, lock: bool = False) -> Target | None:
@@ -31,11 +32,11 @@ def session_target(*, user: User, name: str, lock: bool = False) -> Target | Non
     if server is None:
         return None
     # Started: as the spawner reported it, or as the last poll saw it, whichever came first.
-    running = bool(server.job_id) and (server.started_at is not None or SlurmJob.objects.filter(
-        job_id=server.job_id, state__in=SLURM_RUNNING).exists())
+    running = bool(server.job_id) and (server.started_at is not None or SlurmJob.every_cluster.filter(
+        cluster=server.cluster, job_id=server.job_id, state__in=SLURM_RUNNING).exists())
     return Target(kind=ExtensionRequest.Target.SESSION, name=server.name, slurm_job_id=server.job_id,
                   partition=server.partition, limit_minutes=round(server.hours * 60), running=running,
-                  server=server)
+                  server=server, cluster=server.cluster)
 
 
 def job_target(*, user: User, job_id: int, lock: bool = False) -> Target | None:
@@ -46,7 +47,8 @@ def job_target(*, user: User, job_id: int, lock: bool = False) -> Target | None:
         return None
     return Target(kind=ExtensionRequest.Target.JOB, name=str(job.pk), slurm_job_id=job.slurm_job_id,
                   partition=job.partition, limit_minutes=int(job.time_limit.total_seconds() // 60),
-                  running=job.state == JobState.RUNNING and bool(job.slurm_job_id), job=job)
+                  running=job.state == JobState.RUNNING and bool(job.slurm_job_id), job=job,
+                  cluster=job.cluster)
 
 
 def extension_list(*, user: User) -> QuerySet[ExtensionRequest]:

@@ -23,6 +23,7 @@ from portal.extensions.caps import walltime_cap_minutes
 from portal.extensions.models import ExtensionRequest
 from portal.extensions.selectors import Target, job_target, session_target
 from portal.jobs.models import Job
+from portal.lifecycle.work import cluster_slurm
 from portal.sessions.models import Session
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError, SlurmUnreachable
@@ -53,7 +54,7 @@ def _extend(*, user: User, minutes: int, slurm: Slurm | None,
         raise NotFound("No such session or job.")
     if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_EXTRA_MINUTES:
         raise InvalidInput({"minutes": [f"Ask for 1 to {MAX_EXTRA_MINUTES} minutes."]})
-    with _applying(found.slurm_job_id):
+    with _applying(found.cluster, found.slurm_job_id):
         with transaction.atomic():
             target = find(True)
             if target is None:
@@ -89,10 +90,11 @@ def _extend(*, user: User, minutes: int, slurm: Slurm | None,
 
 
 @contextlib.contextmanager
-def _applying(slurm_job_id: str) -> Iterator[None]:
+def _applying(cluster: str, slurm_job_id: str) -> Iterator[None]:
     """One extension of a Slurm job at a time, across workers, without holding a row lock while
-    scontrol runs (the poll cycle writes those rows): a second one meanwhile is a Conflict."""
-    with advisory_lock(f"gpuportal.extend.{slurm_job_id}") as held:
+    scontrol runs (the poll cycle writes those rows): a second one meanwhile is a Conflict. A Slurm
+    id is its cluster's own (#38)."""
+    with advisory_lock(f"gpuportal.extend.{cluster}.{slurm_job_id}") as held:
         if not held:
             raise Conflict("Another extension of this one is being applied; try again in a moment.",
                            code="busy")
@@ -116,7 +118,8 @@ def _apply(request: ExtensionRequest, target: Target, state: str, slurm: Slurm |
     while Slurm answers), then record it and the portal's copy of the limit together."""
     new_limit = target.limit_minutes + request.minutes
     try:
-        (slurm or Slurm.from_settings()).time_limit_set(job_id=target.slurm_job_id, minutes=new_limit)
+        slurm = slurm or cluster_slurm(target.cluster)  # its own cluster's (#38)
+        slurm.time_limit_set(job_id=target.slurm_job_id, minutes=new_limit)
     except SlurmError as error:
         logger.info("time limit of job %s not raised: %s", target.slurm_job_id, error.message)
         prefix = _UNREACHABLE if isinstance(error, SlurmUnreachable) else "Slurm refused it"
@@ -134,7 +137,8 @@ def _apply(request: ExtensionRequest, target: Target, state: str, slurm: Slurm |
             Session.objects.filter(pk=target.server.pk).update(
                 hours=new_limit / 60, ends_at=F("ends_at") + extra)
         # The cached queue row, so the time left shows now rather than after the next poll.
-        SlurmJob.objects.filter(job_id=target.slurm_job_id, end_time__isnull=False).update(
+        SlurmJob.every_cluster.filter(cluster=target.cluster, job_id=target.slurm_job_id,
+                                      end_time__isnull=False).update(
             end_time=F("end_time") + extra, time_limit=timedelta(minutes=new_limit))
 
 
@@ -147,7 +151,8 @@ def _target_of(request: ExtensionRequest, lock: bool) -> Target | None:
 def extension_approve(*, request: ExtensionRequest, admin: User,
                       slurm: Slurm | None = None) -> ExtensionRequest:
     """An admin grants a request beyond the cap: applied now, if its target still runs."""
-    with _applying(request.slurm_job_id):
+    work = request.job or request.server
+    with _applying(work.cluster if work is not None else "", request.slurm_job_id):
         with transaction.atomic():
             request = ExtensionRequest.objects.select_for_update().get(pk=request.pk)
             if request.state != State.AWAITING_APPROVAL:

@@ -36,6 +36,7 @@ from portal.waits.selectors import waiting_by_job, waiting_get
 from portal.webapps.models import ACTIVE_STATES as APP_ACTIVE_STATES
 from portal.webapps.models import AppState, AppType
 from portal.webapps.selectors import app_list, app_types_offered
+from slurm.clusters import clusters_from_settings
 
 # "Since your last visit" without writing one: since the sign-in before the current one (the audit
 # trail's Login rows), but never less than the last day, so a re-login does not hide this morning's
@@ -194,9 +195,13 @@ def _job_items(user: User, now: datetime) -> tuple[list[Item], list[Item]]:
     # shows (a job row's JSON columns cost more to load than the card to render).
     active = job_list(user=user).filter(user=user, state__in=JOB_ACTIVE_STATES).select_related(None)
     jobs = list(active.only("name", "state", "slurm_job_id", "submitted_at", "started_at", "time_limit",
-                            "node_list"))
-    pending = [job.slurm_job_id for job in jobs if job.state == JobState.PENDING and job.slurm_job_id]
-    rows = _waiting_rows(pending)
+                            "node_list", "cluster"))
+    pending = [job for job in jobs if job.state == JobState.PENDING and job.slurm_job_id]
+    default = clusters_from_settings().default.name
+    rows = _waiting_rows([job.slurm_job_id for job in pending if job.cluster == default])
+    # Another cluster's job (#38): its own cluster's row, as Slurm ids of two clusters may coincide.
+    theirs = {job.pk: waiting_get(job_id=job.slurm_job_id, cluster=job.cluster)
+              for job in pending if job.cluster != default}
     running, waiting = [], []
     for job in jobs:
         url = reverse("jobs:detail", args=[job.pk])
@@ -204,8 +209,8 @@ def _job_items(user: User, now: datetime) -> tuple[list[Item], list[Item]]:
             note = ("Saved in the portal: Slurm was not reachable, the portal submits it again by itself."
                     if job.state == JobState.QUEUED_IN_PORTAL else "")
             waiting.append(Item(kind="job", title=job.name, url=url, state=job.get_state_display(),
-                                tone="warn", asked_at=job.submitted_at, waiting=rows.get(job.slurm_job_id),
-                                note=note, moving=True))
+                                tone="warn", asked_at=job.submitted_at, note=note, moving=True,
+                                waiting=theirs[job.pk] if job.pk in theirs else rows.get(job.slurm_job_id)))
         else:  # running or suspended: it holds its node
             runs = job.state == JobState.RUNNING
             end = job.started_at + job.time_limit if runs and job.started_at else None

@@ -110,7 +110,8 @@ class JobDetailSerializer(JobSerializer):
     @extend_schema_field(WaitingSerializer(allow_null=True, help_text="Why it waits while Slurm holds it "
                                                                       "pending; null otherwise"))
     def get_waiting(self, job: Job) -> dict | None:
-        row = waiting_get(job_id=job.slurm_job_id) if job.state == JobState.PENDING else None
+        pending = job.state == JobState.PENDING
+        row = waiting_get(job_id=job.slurm_job_id, cluster=job.cluster) if pending else None
         return None if row is None else WaitingSerializer(row).data
 
 

@@ -167,7 +167,8 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
 def job_detail_view(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_or_404(request, job_id)
     metrics = job_metrics_list(job=job)
-    waiting = waiting_get(job_id=job.slurm_job_id) if job.state == JobState.PENDING else None
+    pending = job.state == JobState.PENDING
+    waiting = waiting_get(job_id=job.slurm_job_id, cluster=job.cluster) if pending else None
     clusters = clusters_from_settings()
     # Where there are several: the cluster's title (its name, for one no longer configured).
     titles = {known.name: known.title for known in clusters.all} if clusters.several else {}

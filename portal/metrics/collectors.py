@@ -9,7 +9,7 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from portal.metrics.selectors import GpuGroup, gpu_usage
+from portal.metrics.selectors import GpuGroup, Key, gpu_usage
 from portal.metrics.store import LATENCY_BUCKETS, counts_read
 
 logger = logging.getLogger(__name__)
@@ -18,44 +18,48 @@ MIB = 1024 * 1024
 
 class GpuCollector(Collector):
     """Gauges per partition and per node (labels: partition, node; never a job or a user), so the
-    number of series is set by the cluster, not by how many jobs there were."""
+    number of series is set by the cluster, not by how many jobs there were. Where several clusters
+    are configured (#38), a `cluster` label too; a one-cluster site's series are as before."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         usage = gpu_usage()
         minutes = int(usage.window.total_seconds() // 60)
         for scope, groups in (("partition", usage.partitions), ("node", usage.nodes)):
-            yield from _gpu_families(scope, groups, minutes)
+            yield from _gpu_families(scope, groups, minutes, several=usage.several)
 
 
-def _gpu_families(scope: str, groups: dict[str, GpuGroup], minutes: int) -> Iterator[GaugeMetricFamily]:
+def _gpu_families(scope: str, groups: dict[Key, GpuGroup], minutes: int, *,
+                  several: bool) -> Iterator[GaugeMetricFamily]:
     prefix = f"gpuportal_{scope}_gpus"
+    labels = ["cluster", scope] if several else [scope]
     families = {
-        "total": GaugeMetricFamily(prefix, f"GPUs of the {scope} in the cluster snapshot", labels=[scope]),
+        "total": GaugeMetricFamily(prefix, f"GPUs of the {scope} in the cluster snapshot", labels=labels),
         "allocated": GaugeMetricFamily(f"{prefix}_allocated", f"GPUs of the {scope} Slurm has allocated",
-                                       labels=[scope]),
+                                       labels=labels),
         "sampled": GaugeMetricFamily(
             f"{prefix}_sampled", f"GPUs of the {scope} held by running jobs and sessions that sent samples "
-                                 f"in the last {minutes} minutes", labels=[scope]),
+                                 f"in the last {minutes} minutes", labels=labels),
         "busy": GaugeMetricFamily(
             f"{prefix}_busy", f"Sampled GPUs of the {scope} whose mean utilisation over the last {minutes} "
-                              "minutes is at least METRICS_GPU_BUSY_PERCENT", labels=[scope]),
+                              "minutes is at least METRICS_GPU_BUSY_PERCENT", labels=labels),
         "util": GaugeMetricFamily(
             f"gpuportal_{scope}_gpu_utilization_percent",
             f"Mean utilisation of the {scope}'s sampled GPUs over the last {minutes} minutes "
-            "(absent when none was sampled)", labels=[scope]),
+            "(absent when none was sampled)", labels=labels),
         "memory": GaugeMetricFamily(
             f"gpuportal_{scope}_gpu_memory_used_bytes",
             f"Memory used on the {scope}'s sampled GPUs: each GPU's highest in the last {minutes} minutes, "
-            "summed", labels=[scope]),
+            "summed", labels=labels),
     }
-    for name, group in sorted(groups.items()):
-        families["total"].add_metric([name], group.total)
-        families["allocated"].add_metric([name], group.allocated)
-        families["sampled"].add_metric([name], group.sampled)
-        families["busy"].add_metric([name], group.busy)
+    for (cluster, name), group in sorted(groups.items()):
+        values = [cluster, name] if several else [name]
+        families["total"].add_metric(values, group.total)
+        families["allocated"].add_metric(values, group.allocated)
+        families["sampled"].add_metric(values, group.sampled)
+        families["busy"].add_metric(values, group.busy)
         if group.util_mean is not None:
-            families["util"].add_metric([name], round(group.util_mean, 2))
-        families["memory"].add_metric([name], group.memory_used_mib * MIB)
+            families["util"].add_metric(values, round(group.util_mean, 2))
+        families["memory"].add_metric(values, group.memory_used_mib * MIB)
     yield from families.values()
 
 

@@ -12,6 +12,7 @@ from portal.cluster.models import Node, Partition
 from portal.gpus.models import GpuPoint
 from portal.jobs.models import IN_SLURM_STATES
 from portal.metrics.models import ScrapeToken
+from slurm.clusters import clusters_from_settings
 
 
 def scrape_token_valid(*, key: str) -> bool:
@@ -44,61 +45,76 @@ class _Gpu:
     memory_mib: float = 0.0
 
 
+# A group's key: its cluster ('' on a one-cluster site, whose output has no cluster label) and name.
+Key = tuple[str, str]
+
+
 @dataclass(frozen=True)
 class GpuUsage:
-    partitions: dict[str, GpuGroup]
-    nodes: dict[str, GpuGroup]
+    partitions: dict[Key, GpuGroup]
+    nodes: dict[Key, GpuGroup]
     window: timedelta
+    several: bool = False  # several clusters configured (#38): the groups are each cluster's
 
 
 def gpu_usage(*, now: datetime | None = None) -> GpuUsage:
     """Per partition and per node: GPUs in the snapshot and allocated (the poll cycle's), and of the
     GPUs that running jobs and sessions hold, how many were sampled, how many were busy, their mean
     utilisation and memory over the last METRICS_GPU_WINDOW_MINUTES. One row per partition or node:
-    however many jobs there were, the groups are the cluster's."""
+    however many jobs there were, the groups are the cluster's. Where several clusters are configured
+    (#38), per cluster: each one's snapshot, and the work running on it."""
     window = timedelta(minutes=settings.METRICS_GPU_WINDOW_MINUTES)
     since = (now or timezone.now()) - window
-    partitions: dict[str, GpuGroup] = {}
-    nodes: dict[str, GpuGroup] = {}
-    for partition in Partition.objects.prefetch_related("gpus"):
-        group = partitions.setdefault(partition.name, GpuGroup())
+    several = clusters_from_settings().several
+
+    def on(cluster: str) -> str:  # a group's cluster, as its Key names it
+        return cluster if several else ""
+
+    partitions: dict[Key, GpuGroup] = {}
+    nodes: dict[Key, GpuGroup] = {}
+    for partition in (Partition.every_cluster if several else Partition.objects).prefetch_related("gpus"):
+        group = partitions.setdefault((on(partition.cluster), partition.name), GpuGroup())
         group.total = sum(gpu.total for gpu in partition.gpus.all())
         group.allocated = sum(gpu.allocated for gpu in partition.gpus.all())
-    for node in Node.objects.only("name", "gpus", "gpus_used"):
-        group = nodes.setdefault(node.name, GpuGroup())
+    node_rows = Node.every_cluster if several else Node.objects
+    for node in node_rows.only("cluster", "name", "gpus", "gpus_used"):
+        group = nodes.setdefault((on(node.cluster), node.name), GpuGroup())
         group.total = sum(int(count) for count in node.gpus.values())
         group.allocated = sum(int(count) for count in node.gpus_used.values())
 
-    # Each GPU's window, by (partition, node, index): only running jobs and sessions (their GPUs are
+    # Each GPU's window, by (cluster, partition, node, index): only running jobs and sessions (their GPUs are
     # held now; an ended one's are not), found through the indexed (owner, minute, gpu) keys.
-    gpus: dict[tuple[str, str, int], _Gpu] = {}
+    gpus: dict[tuple[str, str, str, int], _Gpu] = {}
     sums = {"util_sum": Sum("util_sum"), "util_count": Sum("util_count"), "memory": Max("mem_used_max_mib")}
     job_rows = (GpuPoint.objects.filter(job__state__in=IN_SLURM_STATES, minute__gte=since)
-                .values("gpu", "job__partition", "job__node_list").annotate(**sums))
+                .values("gpu", "job__cluster", "job__partition", "job__node_list").annotate(**sums))
     session_rows = (GpuPoint.objects
                     .filter(session__isnull=False, session__ended_at__isnull=True, minute__gte=since)
-                    .values("gpu", "session__partition", "session__node").annotate(**sums))
+                    .values("gpu", "session__cluster", "session__partition", "session__node")
+                    .annotate(**sums))
     for row in job_rows:
         # The sampler runs on the job's first node (its batch host) and reads that node's GPUs.
         first = hostlist_expand(row["job__node_list"], limit=1)
-        _gpu_add(gpus, (row["job__partition"], first[0] if first else "", row["gpu"]), row)
+        node = first[0] if first else ""
+        _gpu_add(gpus, (on(row["job__cluster"]), row["job__partition"], node, row["gpu"]), row)
     for row in session_rows:
-        _gpu_add(gpus, (row["session__partition"], row["session__node"], row["gpu"]), row)
+        _gpu_add(gpus, (on(row["session__cluster"]), row["session__partition"], row["session__node"],
+                        row["gpu"]), row)
 
-    by_node: dict[tuple[str, int], _Gpu] = {}
-    for (partition, node, index), gpu in gpus.items():
-        _tally(partitions.setdefault(partition, GpuGroup()), gpu)
+    by_node: dict[tuple[str, str, int], _Gpu] = {}
+    for (cluster, partition, node, index), gpu in gpus.items():
+        _tally(partitions.setdefault((cluster, partition), GpuGroup()), gpu)
         if node:
-            merged = by_node.setdefault((node, index), _Gpu())
+            merged = by_node.setdefault((cluster, node, index), _Gpu())
             merged.util_sum += gpu.util_sum
             merged.util_count += gpu.util_count
             merged.memory_mib = max(merged.memory_mib, gpu.memory_mib)
-    for (node, _), gpu in by_node.items():
-        _tally(nodes.setdefault(node, GpuGroup()), gpu)
-    return GpuUsage(partitions=partitions, nodes=nodes, window=window)
+    for (cluster, node, _), gpu in by_node.items():
+        _tally(nodes.setdefault((cluster, node), GpuGroup()), gpu)
+    return GpuUsage(partitions=partitions, nodes=nodes, window=window, several=several)
 
 
-def _gpu_add(gpus: dict[tuple[str, str, int], _Gpu], key: tuple[str, str, int], row: dict) -> None:
+def _gpu_add(gpus: dict[tuple[str, str, str, int], _Gpu], key: tuple[str, str, str, int], row: dict) -> None:
     gpu = gpus.setdefault(key, _Gpu())
     gpu.util_sum += row["util_sum"] or 0.0
     gpu.util_count += row["util_count"] or 0

@@ -71,24 +71,34 @@ def poll_cycle(*, slurm: Slurm | None = None) -> CycleReport:
 
 
 def cluster_poll_cycle(*, cluster: str, slurm: Slurm | None = None) -> CycleReport:
-    """The cycle of a cluster other than the default one (#38), on its own lock: its snapshot (the
-    default cycle's `sinfo` and `squeue`, stored under its name), its queue followed by the kinds whose
-    work runs on any cluster (jobs), and at most one `sacct`; its own PollStatus row says how current
-    it is. A cluster that does not answer holds up no other:
-    its jobs keep their states and its submissions wait in the portal."""
+    """The cycle of a cluster other than the default one (#38), on its own lock and time budget: its
+    snapshot (the default cycle's `sinfo` and `squeue`, stored under its name), the end of its
+    deprovisioned users' work, its queue followed by the kinds whose work runs on any cluster, and at
+    most one `sacct`; then, within its budget, why its jobs wait, its ended work's efficiency and its
+    projects' usage, each from its own Slurm. Its own PollStatus row says how current it is. A
+    cluster that does not answer holds up no other: its jobs keep their states and its submissions
+    wait in the portal."""
     with advisory_lock(f"{LOCK}:{cluster}") as held:
         if not held:
             logger.info("poll cycle of %s skipped: another one is running", cluster)
             return CycleReport()
+        ends = time.monotonic() + settings.POLL_CYCLE_BUDGET_SECONDS
         slurm = slurm or Slurm.from_settings(cluster)
         status, queue = cluster_refresh(slurm=slurm, cluster=cluster)
         cluster_changed()  # the cluster page shows every cluster
         if queue is None:
             return CycleReport(ran=True, status=status)
+        # Deprovisioned users' work on this cluster ends here at the latest, as on the default one.
+        inactive = inactive_work_end(queue=queue, slurm=slurm)
         report = queue_follow(queue=queue, queried_at=status.checked_at, slurm=slurm, every_cluster=True)
         report.status = status
-        # Its projects' budgets and usage (one sshare), as the default cluster's cycle reads its own.
-        report.projects = projects_usage_refresh(slurm=slurm, now=status.checked_at, cluster=cluster)
+        report.inactive = inactive
+        now = status.checked_at
+        _later_run(report, ends, {
+            "waiting": lambda: waits_refresh(queue=queue, slurm=slurm, now=now, cluster=cluster),
+            "efficiency_recorded": lambda: _efficiency_record(slurm, now=now),
+            "projects": lambda: projects_usage_refresh(slurm=slurm, now=now, cluster=cluster),
+        })
         return report
 
 
@@ -130,6 +140,13 @@ def _cycle(slurm: Slurm) -> CycleReport:
         # One sshare for every project's budget and usage (none without projects).
         "projects": lambda: projects_usage_refresh(slurm=slurm, now=now),
     }
+    _later_run(report, ends, later)
+    return report
+
+
+def _later_run(report: CycleReport, ends: float, later: dict[str, Callable[[], Any]]) -> None:
+    """Each step that can wait, in order, while the cycle's budget lasts (`ends`, monotonic): its
+    answer in the report's field of its name; the rest is left for the next cycle."""
     for name, step in later.items():
         if time.monotonic() < ends:
             setattr(report, name, step())
@@ -138,7 +155,6 @@ def _cycle(slurm: Slurm) -> CycleReport:
     if report.skipped:
         logger.warning("poll cycle over its budget of %s s: %s left for the next cycle",
                        settings.POLL_CYCLE_BUDGET_SECONDS, ", ".join(report.skipped))
-    return report
 
 
 def queue_follow(*, queue: list[QueuedJob], queried_at: datetime, slurm: Slurm,

@@ -4,7 +4,8 @@ image pulls, each recording why; then whatever the portal started for them that 
 
 A worker runs it when a user is deprovisioned (portal.poll.receivers), and every poll cycle runs it
 for all inactive users, so their work ends within one cycle even if that worker never ran. Slurm
-and the hub are asked here, never in the web request that refused a login.
+and the hub are asked here, never in the web request that refused a login. Each cluster's cycle
+(#38) ends its own cluster's work with its own adapter; the worker ends each row on its cluster.
 """
 
 import logging
@@ -42,9 +43,10 @@ class InactiveWorkReport:
 
 def inactive_work_end(*, user_id: int | None = None, queue: list[QueuedJob] | None = None,
                       slurm: Slurm | None = None) -> InactiveWorkReport:
-    """End the work of every inactive user (only `user_id`'s, if given); with the cycle's `queue`,
-    also cancel their portal jobs that Slurm runs without a record still active."""
-    slurm = slurm or Slurm.from_settings()
+    """End the work of every inactive user (only `user_id`'s, if given); with the cycle's `queue`
+    and `slurm`, also cancel their portal jobs that Slurm runs without a record still active. With a
+    cycle's `slurm`, only the work on its cluster; without one (the worker), each row's cluster's
+    adapter ends it."""
     reason = deprovision_reason()
     report = InactiveWorkReport()
     try:
@@ -52,7 +54,7 @@ def inactive_work_end(*, user_id: int | None = None, queue: list[QueuedJob] | No
         report.servers = servers_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
         report.apps = apps_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
         report.pulls = pulls_of_inactive_end(reason=reason, user_id=user_id, slurm=slurm)
-        if queue is not None:
+        if queue is not None and slurm is not None:
             report.strays = _strays_cancel(queue, slurm)
     except SlurmUnreachable as error:
         logger.warning("work of inactive users not all ended, Slurm did not answer: %s", error.message)

@@ -7,10 +7,12 @@ group, and neither may the hub's spawner), then the hub is told to forget the se
 
 import logging
 
+from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from portal.cluster.models import SlurmJob
+from portal.lifecycle.work import cluster_slurm, on_cluster_of
 from portal.sessions.hub import HubError, JupyterHub
 from portal.sessions.models import Session
 from portal.sessions.services.slurm_sync import JOB_NAME_PREFIX
@@ -25,8 +27,11 @@ def servers_of_inactive_end(*, reason: str, user_id: int | None = None, hub: Jup
                             slurm: Slurm | None = None) -> int:
     """End every active server of an inactive user (only `user_id`'s, if given), recording `reason`;
     returns how many. Raises SlurmUnreachable when Slurm does not answer: a job it could not cancel
-    is cancelled from the queue by a later cycle (portal.poll.deprovisioned)."""
-    servers = Session.objects.filter(user__is_active=False, ended_at__isnull=True)
+    is cancelled from the queue by a later cycle (portal.poll.deprovisioned). With a cycle's `slurm`,
+    only the servers on its cluster (#38): each cluster's cycle ends its own; without one (the
+    worker), each server's cluster's adapter cancels its job."""
+    servers = Session.objects.filter(on_cluster_of(slurm) if slurm is not None else Q(),
+                                     user__is_active=False, ended_at__isnull=True)
     if user_id is not None:
         servers = servers.filter(user_id=user_id)
     ended = 0
@@ -39,11 +44,8 @@ def servers_of_inactive_end(*, reason: str, user_id: int | None = None, hub: Jup
             continue
         ended += 1
         for job_id in _job_ids(server):
-            # The poll cycle's adapter where it is the session's cluster's (#38); else that cluster's.
-            if slurm is None or getattr(slurm, "cluster", None) not in (None, server.cluster):
-                slurm = Slurm.from_settings(server.cluster)
             try:
-                slurm.cancel_as_operator(job_id=job_id)
+                (slurm or cluster_slurm(server.cluster)).cancel_as_operator(job_id=job_id)
             except SlurmRejected as error:  # it ended meanwhile
                 logger.info("server %s: scancel %s refused: %s", server, job_id, error.message)
         if server.hub_accepted_at is not None:
@@ -60,5 +62,6 @@ def _job_ids(server: Session) -> list[str]:
     (accepted by the hub before the portal learned the id)."""
     if server.job_id:
         return [server.job_id]
-    rows = SlurmJob.objects.filter(user=server.user.username, name=f"{JOB_NAME_PREFIX}{server.name}")
+    rows = SlurmJob.every_cluster.filter(cluster=server.cluster, user=server.user.username,
+                                         name=f"{JOB_NAME_PREFIX}{server.name}")
     return [row.job_id for row in rows if is_live(row.state)]

@@ -2,6 +2,7 @@ from collections.abc import Callable
 
 from django.db import models
 
+from portal.cluster.models import DefaultClusterManager, default_cluster
 from portal.waits.reasons import reason_text
 
 # An account's project name and GPU-hour budget, for a spent budget's words. The projects app, which
@@ -18,9 +19,12 @@ def account_budget_register(lookup: AccountBudget) -> None:
 class Waiting(models.Model):
     """Why one pending Slurm job waits, as of the last poll cycle: one row per job Slurm holds
     pending (anybody's: the position counts them all), replaced every cycle, gone once it left
-    pending. Jobs, sessions and apps find theirs by Slurm job id."""
+    pending. Jobs, sessions and apps find theirs by Slurm job id, on their cluster: each cluster's
+    cycle (#38) replaces its own rows; `objects` reads the default cluster's, `every_cluster` all."""
 
-    job_id = models.CharField(max_length=32, primary_key=True)
+    # Slurm's ClusterName of the cluster whose cycle wrote it: its Slurm id and rank are that one's.
+    cluster = models.CharField(max_length=40, default=default_cluster)
+    job_id = models.CharField(max_length=32)
     user = models.CharField(max_length=64)
     account = models.CharField(max_length=64, blank=True)
     partition = models.CharField(max_length=64, help_text="Where it ranks best, of those it asked for")
@@ -38,6 +42,13 @@ class Waiting(models.Model):
     priority_qos = models.PositiveBigIntegerField(null=True, blank=True)
     fairshare = models.FloatField(null=True, blank=True, help_text="sshare's FairShare of its association")
     updated_at = models.DateTimeField()
+
+    every_cluster = models.Manager()
+    objects = DefaultClusterManager()
+
+    class Meta:
+        default_manager_name = "objects"
+        constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="uniq_waiting_cluster")]
 
     def __str__(self) -> str:
         return f"{self.job_id} ({self.reason or 'pending'})"

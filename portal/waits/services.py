@@ -18,12 +18,15 @@ from slurm.parsing import FairShare, PendingStart, PriorityFactors, QueuedJob
 logger = logging.getLogger(__name__)
 
 
-def waits_refresh(*, queue: list[QueuedJob], slurm: Slurm, now: datetime) -> int:
+def waits_refresh(*, queue: list[QueuedJob], slurm: Slurm, now: datetime, cluster: str | None = None) -> int:
     """Replace the rows with this cycle's; returns how many. If Slurm fails, the last cycle's rows
-    stay (their `updated_at` says how old), less those of jobs this queue no longer has pending."""
+    stay (their `updated_at` says how old), less those of jobs this queue no longer has pending.
+    `cluster`: the cluster other than the default one whose cycle this is (#38); its rows alone are
+    replaced, and the fair shares the forms read (the default cluster's) are left alone."""
+    ours = Waiting.every_cluster.filter(cluster=cluster) if cluster else Waiting.objects.all()
     pending = [row.job_id for row in queue if slurm_states.base_state(row.state) in slurm_states.PENDING]
     if not pending:
-        Waiting.objects.all().delete()
+        ours.delete()
         return 0
     try:
         starts = slurm.pending_starts().rows
@@ -31,14 +34,18 @@ def waits_refresh(*, queue: list[QueuedJob], slurm: Slurm, now: datetime) -> int
         shares = slurm.fair_shares().rows
     except SlurmError as error:
         logger.warning("why-waiting not refreshed, Slurm failed: %s", error.message)
-        Waiting.objects.exclude(job_id__in=pending).delete()
+        ours.exclude(job_id__in=pending).delete()
         return 0
     rows = waiting_rows(starts=starts, factors=factors, shares=shares, now=now)
+    if cluster:
+        for row in rows:
+            row.cluster = cluster
     with transaction.atomic():
-        Waiting.objects.all().delete()
+        ours.delete()
         Waiting.objects.bulk_create(rows)
-        FairShareRow.objects.all().delete()
-        FairShareRow.objects.bulk_create(fairshare_rows(shares=shares, now=now))
+        if not cluster:
+            FairShareRow.objects.all().delete()
+            FairShareRow.objects.bulk_create(fairshare_rows(shares=shares, now=now))
     return len(rows)
 
 

@@ -104,7 +104,8 @@ class ShellListCreateApi(APIView):
         201: ShellSerializer,
         400: OpenApiResponse(description="A job or session that is not yours or not running, or a folder "
                                          "that is not absolute (the field named)"),
-        409: OpenApiResponse(description="You have as many shells open as allowed (SHELL_MAX_PER_USER)"),
+        409: OpenApiResponse(description="You have as many shells open as allowed (SHELL_MAX_PER_USER), or "
+                                         "the job or session runs on a cluster other than the default one"),
         503: OpenApiResponse(description="The shell could not be started")},
         summary="Start a shell: a login shell as you on the login host, or inside a running job's allocation",
         description="It answers `ready`; its owner opens it at `open_url`, which leads to `url` on the apps "

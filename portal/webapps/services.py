@@ -245,7 +245,8 @@ def _poll_soon(task: str = "poll_cycle_soon", args: tuple[str, ...] = ()) -> Non
 def apps_follow_queue(queue: list[QueuedJob], queried_at: datetime, slurm: Slurm) -> Followed:
     """Web apps as a kind of the poll cycle's work (portal.lifecycle.kinds), on the cycle's cluster;
     after the default cluster's sacct, an app that answered is ready as soon as the snapshot names its
-    node (`apps_follow`). Another cluster's cycle stores no snapshot: its apps move on from its queue."""
+    node (`apps_follow`). Another cluster's apps move on here, from its cycle's queue: the same rows
+    that cycle stored as its snapshot, read before its sacct (its cycle runs no later steps)."""
     unsettled = work_apply_queue(kind=APPS_WORK, queue=queue, queried_at=queried_at, slurm=slurm)
     if getattr(slurm, "cluster", None) not in (None, clusters_from_settings().default.name):
         _apps_move(_active(on_cluster_of(slurm)), {row.job_id: row for row in queue}, queried_at, slurm)

@@ -7,7 +7,7 @@ an app's, so the apps gateway serves it on its own host of the apps origin with 
 cookie and signed requests, and gains nothing. The server checks each request's signature with the
 row's secret (its SHA-256, handed over on stdin) and ends itself (idle, tab closed, shell exited);
 `shells_follow` then marks the row ended. A job shell is the same with `srun --jobid <id> --overlap
---pty` as its command.
+--pty` as its command, for a job on the default cluster only (#38).
 """
 
 import hashlib
@@ -29,6 +29,7 @@ from portal.sessions.models import Session
 from portal.webapps.gateway.handlers import AUTH_HEADER, signature
 from portal.webapps.models import ACTIVE_STATES, App, AppState, AppType
 from portal.webapps.selectors import SHELL_TYPE
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmError
 from slurm.runner import SlurmRunner
 
@@ -62,16 +63,29 @@ def shell_get(*, user: User, shell_id: int) -> App | None:
 
 
 def _target_job(*, user: User, job: Job | None, session: Session | None) -> str:
-    """The Slurm job id a job shell enters: the user's own running job or session; '' for none."""
+    """The Slurm job id a job shell enters: the user's own running job or session; '' for none.
+    Conflict for one on a cluster other than the default one (#38)."""
     if job is not None:
         if job.user_id != user.pk or job.state != JobState.RUNNING or not job.slurm_job_id:
             raise InvalidInput({"job": ["Not one of your running jobs."]})
+        _on_default_cluster(job.cluster)
         return job.slurm_job_id
     if session is not None:
         if session.user_id != user.pk or session.ended_at or not session.started_at or not session.job_id:
             raise InvalidInput({"session": ["Not one of your running sessions."]})
+        _on_default_cluster(session.cluster)
         return session.job_id
     return ""
+
+
+def _on_default_cluster(cluster: str) -> None:
+    """The helper's `srun --jobid` runs with the login host's slurm.conf, the default cluster's: a job
+    of another cluster (#38) would be looked for there, and Slurm ids of two clusters may coincide."""
+    clusters = clusters_from_settings()
+    if clusters.several and cluster != clusters.default.name:
+        raise Conflict(f"A shell inside a job runs on the default cluster ({clusters.default.name}) only; "
+                       f"this one runs on cluster {cluster!r}. Open a plain shell instead.",
+                       code="shell_other_cluster")
 
 
 def shell_start(*, user: User, job: Job | None = None, session: Session | None = None, folder: str = "",

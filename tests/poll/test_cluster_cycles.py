@@ -59,6 +59,20 @@ class FakeSlurm:
         self.calls.append(("sacct", query))
         return Parsed(rows=self.accounted)
 
+    def efficiency(self, job_ids):
+        self.calls.append(("sacct steps", list(job_ids)))
+        return Parsed(rows=[])
+
+    def pending_starts(self):  # why its pending jobs wait: squeue --start, sprio, sshare
+        self.calls.append("squeue --start")
+        return Parsed(rows=[])
+
+    def priorities(self):
+        return Parsed(rows=[])
+
+    def fair_shares(self):
+        return Parsed(rows=[])
+
 
 def _row(job_id: str, state: str, comment: str) -> QueuedJob:
     return QueuedJob(job_id=job_id, partition="gpu", state=state, user="alice", reason="", node_count=1,
@@ -94,7 +108,8 @@ def test_a_clusters_cycle_follows_its_own_jobs_alone_with_the_same_slurm_id():
     # It left cluster-b's queue: cluster-b's sacct settles it; the default cluster's job 7 stays.
     slurm = FakeSlurm("cluster-b", accounted=[_accounted("7", "COMPLETED")])
     cluster_poll_cycle(cluster="cluster-b", slurm=slurm)
-    assert slurm.calls == ["sinfo", "squeue", ("sacct", {"job_ids": ["7"]})]
+    # Then one more sacct (steps too) for the efficiency record of what ended, as the default cycle's.
+    assert slurm.calls == ["sinfo", "squeue", ("sacct", {"job_ids": ["7"]}), ("sacct steps", ["7"])]
     assert Job.objects.get(pk=ours.pk).state == JobState.COMPLETED
     assert Job.objects.get(pk=default.pk).state == JobState.PENDING
 
@@ -130,6 +145,12 @@ def test_a_clusters_cycle_stores_its_own_snapshot_and_replaces_only_its_rows():
         ("cluster-b", "gpu"), ("gpuportal", "gpu")]
     assert not SlurmJob.every_cluster.filter(cluster="cluster-b").exists()
     assert Partition.objects.get().gpus.get().allocated == 1 and Node.every_cluster.count() == 2
+
+
+def test_a_clusters_cycle_over_its_budget_leaves_its_later_steps_for_the_next(settings):
+    settings.POLL_CYCLE_BUDGET_SECONDS = 0
+    report = cluster_poll_cycle(cluster="cluster-b", slurm=FakeSlurm("cluster-b"))
+    assert report.ran and report.skipped == ["waiting", "efficiency_recorded", "projects"]
 
 
 def test_a_cluster_that_does_not_answer_is_stale_alone():
