@@ -290,7 +290,8 @@ def _given_options(query: Mapping[str, str]) -> dict[str, str]:
 
 def _start_options(server: Session) -> dict[str, Any]:
     # The cluster only where the form offers a choice: a one-cluster site's form is as before #38.
-    fields = START_FIELDS if clusters_from_settings().several else tuple(f for f in START_FIELDS if f != "cluster")
+    several = clusters_from_settings().several
+    fields = [field for field in START_FIELDS if several or field != "cluster"]
     return {key: getattr(server, key) for key in fields}
 
 
