@@ -107,7 +107,7 @@ def test_the_forms_partitions_and_environments_name_the_clusters_offering_them(
         assert re.search(r'<option value="gpu"[^>]* data-clusters="gpuportal"[\s>]', page), url
         assert re.search(r'<option value="debug"[^>]* data-clusters="cluster-b gpuportal"[\s>]', page), url
         assert re.search(r'<option value="tensorflow"[^>]* data-clusters="gpuportal"[\s>]', page), url
-        assert re.search(r'<option value="ngc"[^>]* data-clusters="gpuportal"[\s>]', page), url  # charliecloud
+        assert re.search(r'<option value="ngc"[^>]* data-clusters="gpuportal"[\s>]', page), url
         assert "core/cluster_offers.js" in page, url
 
 
