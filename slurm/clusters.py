@@ -9,7 +9,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -17,8 +17,18 @@ from typing import Literal
 # Slurm's ClusterName as slurmdbd keeps it (lower case) and as `-M`/`cluster=` take it unquoted.
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 ADAPTERS = ("sudo", "slurmrestd")
-_KEYS = {"name", "title", "default", "adapter", "slurm_conf", "rest_url", "token_command"}
+_KEYS = {"name", "title", "default", "adapter", "slurm_conf", "rest_url", "token_command",
+         "partitions", "environments", "runtimes", "data_dir", "spawner"}
 _REST_ONLY = ("rest_url", "token_command")
+_SPAWNER_KEYS = {"prologue"}
+# What a cluster offers (#38), by name: Slurm's partition names, the portal's environment names
+# (portal/environments/models.py) and container runtime names (portal/containers/runtimes.py).
+_OFFER_NAMES = {
+    "partitions": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
+    "environments": re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$"),
+    "runtimes": re.compile(r"^[a-z][a-z0-9_-]{0,31}$"),
+}
+Offer = Literal["partition", "environment", "runtime"]
 
 
 class ClustersError(ValueError):
@@ -38,6 +48,34 @@ class Cluster:
     rest_url: str = ""  # slurmrestd's address (adapter "slurmrestd")
     token_command: tuple[str, ...] = ()  # slurmrestd's tokens; empty: SLURM_TOKEN_COMMAND
     source: Path | None = None  # its file; None: made of the SLURM_* settings
+    # What the portal offers there; None: everything the site has (as on a one-cluster site).
+    partitions: tuple[str, ...] | None = None
+    environments: tuple[str, ...] | None = None
+    runtimes: tuple[str, ...] | None = None
+    data_dir: str = ""  # the shared data on that cluster's nodes; '': the site's (DATA_DIR)
+    spawner: "ClusterSpawner" = dataclasses.field(default_factory=lambda: ClusterSpawner())
+
+    def refusal(self, field: Offer, value: str) -> str:
+        """Why `value` cannot be this cluster's `field` (partition, environment or runtime), or ''."""
+        offered: tuple[str, ...] | None = getattr(self, f"{field}s")
+        if offered is None or not value or value in offered:
+            return ""
+        return (f"The cluster {self.title} ({self.name}) does not offer the {field} {value!r}; "
+                f"it offers: {', '.join(offered)}.")
+
+    def partition_default(self, default: str, known: Collection[str]) -> str:
+        """Where work goes that names no partition: the site's `default` where this cluster offers
+        it, else the first it offers of those the site `known`s."""
+        if self.partitions is None or default in self.partitions:
+            return default
+        return next((name for name in self.partitions if name in known), default)
+
+
+@dataclass(frozen=True)
+class ClusterSpawner:
+    """The hub's spawner options for the cluster's sessions (its file's `[spawner]` table)."""
+
+    prologue: tuple[str, ...] = ()  # shell lines run before the server, e.g. `module load cuda`
 
 
 @dataclass(frozen=True)
@@ -136,9 +174,37 @@ def cluster_read(path: Path) -> Cluster:
     slurm_conf = text("slurm_conf", required=False)
     if slurm_conf and not (Path(slurm_conf).is_absolute() and Path(slurm_conf).is_file()):
         raise ClustersError(f"{path}: slurm_conf: {slurm_conf!r} is not the absolute path of a file")
+    offers = {field: _names(path, field, data[field]) for field in _OFFER_NAMES if field in data}
+    data_dir = text("data_dir", required=False)
+    if data_dir and not (data_dir.startswith("/") and os.path.normpath(data_dir) == data_dir.rstrip("/")
+                         and "\n" not in data_dir):
+        raise ClustersError(f"{path}: data_dir: {data_dir!r} is not a plain absolute path")
     return Cluster(name=name, title=text("title"), default=default, adapter=adapter,
                    slurm_conf=Path(slurm_conf) if slurm_conf else None, rest_url=rest_url.rstrip("/"),
-                   token_command=tuple(command), source=path)
+                   token_command=tuple(command), source=path, **offers,
+                   data_dir=data_dir.rstrip("/") or data_dir, spawner=_spawner(path, data.get("spawner", {})))
+
+
+def _names(path: Path, field: str, value: object) -> tuple[str, ...]:
+    """A list of what the cluster offers: names of their kind, at least one (leave the field out
+    to offer them all)."""
+    if not isinstance(value, list) or not value or not all(
+            isinstance(name, str) and _OFFER_NAMES[field].fullmatch(name) for name in value):
+        raise ClustersError(f"{path}: {field}: a non-empty list of names (leave it out to offer them all)")
+    return tuple(dict.fromkeys(value))
+
+
+def _spawner(path: Path, table: object) -> "ClusterSpawner":
+    if not isinstance(table, dict):
+        raise ClustersError(f"{path}: spawner: a table ([spawner])")
+    if unknown := sorted(set(table) - _SPAWNER_KEYS):
+        raise ClustersError(f"{path}: spawner.{unknown[0]}: unknown field (known: "
+                            f"{', '.join(sorted(_SPAWNER_KEYS))})")
+    prologue = table.get("prologue", [])
+    if not isinstance(prologue, list) or not all(
+            isinstance(line, str) and line.strip() and "\n" not in line for line in prologue):
+        raise ClustersError(f"{path}: spawner.prologue: a list of shell lines (one line each)")
+    return ClusterSpawner(prologue=tuple(prologue))
 
 
 def _with_default(cluster: Cluster) -> Cluster:
@@ -178,7 +244,13 @@ def clusters_from_settings() -> Clusters:
                        rest_url=settings.SLURM_REST_URL.rstrip("/"))
 
     try:
-        return clusters_load(Path(settings.CLUSTERS_DIR), from_settings)
+        clusters = clusters_load(Path(settings.CLUSTERS_DIR), from_settings)
     except ClustersError as error:
         raise ImproperlyConfigured(f"CLUSTERS_DIR: {error}") from error
+    known = settings.CONTAINERS_RUNTIMES
+    for cluster in clusters.all:
+        if unknown := [runtime for runtime in cluster.runtimes or () if runtime not in known]:
+            raise ImproperlyConfigured(f"CLUSTERS_DIR: {cluster.source}: runtimes: {unknown[0]!r} is not one "
+                                       f"of the site's container runtimes ({', '.join(known)})")
+    return clusters
 

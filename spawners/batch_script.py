@@ -1,7 +1,8 @@
 """The server's batch script: the template, its prologue, and what the server is started with.
 
 The prologue is, in order: the site's lines (TensorBoard's proxy URL, the portal's URL, notebook
-templates, the shared data link), the job's reports to the portal (spawners.reports), then either a
+templates, the shared data link: the cluster's own where its file gives one), the cluster file's
+`[spawner] prologue` lines, the job's reports to the portal (spawners.reports), then either a
 container's runtime command (RUN, spawners.container_launch), which the server's command follows,
 or the chosen software environment's bin/ first on PATH.
 """
@@ -9,6 +10,7 @@ or the chosen software environment's bin/ first on PATH.
 import shlex
 from pathlib import Path
 
+from slurm.clusters import Cluster
 from spawners.options import EnvironmentChoice
 
 # Settings of the users' notebook servers (jupyter-server-proxy's TensorBoard): JUPYTER_CONFIG_PATH.
@@ -45,9 +47,22 @@ def site_prologue(*, portal_url: str, templates_dir: str, data_dir: str) -> str:
         source = shlex.quote(f"{templates_dir.rstrip('/')}/.")
         lines += ['mkdir -p "$HOME/templates"', f'cp -rn {source} "$HOME/templates/" || true']
     if data_dir:
-        data = shlex.quote(data_dir)
-        lines.append(f'[ -e "$HOME/data" ] || ln -s {data} "$HOME/data"')
+        lines.append(_data_link(data_dir))
     return "\n".join(lines)
+
+
+def _data_link(data_dir: str) -> str:
+    return f'[ -e "$HOME/data" ] || ln -s {shlex.quote(data_dir)} "$HOME/data"'
+
+
+def cluster_prologue(prologue: str, *, cluster: Cluster | None, site_data_dir: str) -> str:
+    """The site's prologue on the server's cluster (#38): ~/data links to the cluster's own
+    `data_dir`, and its file's `[spawner] prologue` lines (`module load ...`) follow."""
+    if cluster is None:
+        return prologue
+    if cluster.data_dir and site_data_dir:
+        prologue = prologue.replace(_data_link(site_data_dir), _data_link(cluster.data_dir))
+    return "\n".join(line for line in (prologue, *cluster.spawner.prologue) if line)
 
 
 def script_prologue(prologue: str, *, reports: str, run_prefix: str | None,

@@ -16,7 +16,8 @@ else may stay.
   a runtime the hub has, a valid reference or a plain path under its image folders.
 - The cluster (#38): one of those the hub loads from the portal's CLUSTERS_DIR (slurm/clusters.py);
   none, the default one. Kept only where several are configured: a one-cluster site's options and
-  commands are as before.
+  commands are as before. A partition, environment or container runtime its file does not offer is
+  refused, as the portal refuses it.
 """
 
 import logging
@@ -32,7 +33,7 @@ from portal.containers.references import PATH as IMAGE_PATH
 from portal.containers.references import ReferenceInvalid, reference_parse
 from portal.containers.runtimes import RUNTIMES
 from portal.policy.rules import Policy, PolicyRefusal, SessionRequest, Usage, session_resolve
-from slurm.clusters import Clusters
+from slurm.clusters import Cluster, Clusters
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +200,15 @@ def cluster_choice(value: object, clusters: Clusters | None) -> str:
     return value if clusters is not None and clusters.several else ""
 
 
+def offered_check(cluster: Cluster, *, partition: str, environment: EnvironmentChoice | None,
+                  container: ContainerChoice | None) -> None:
+    """What the server's cluster file does not offer (slurm/clusters.py) is refused, naming the field."""
+    for field, value in (("partition", partition), ("environment", environment.name if environment else ""),
+                         ("runtime", container.runtime if container else "")):
+        if refused := cluster.refusal(field, value):
+            raise OptionError(f"{'container_runtime' if field == 'runtime' else field}: {refused}")
+
+
 def _optional(raw: dict, key: str, parse: Callable[[object, str], Any]) -> Any:
     return None if raw.get(key) in (None, "") else parse(raw[key], key)
 
@@ -221,8 +231,13 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
     account = raw.get("account") or ""
     if account and not ACCOUNT_NAME.fullmatch(account):
         raise OptionError("account must be a project's Slurm account (GET /api/v1/projects/ lists yours).")
+    cluster = cluster_choice(raw.get("cluster"), clusters)
+    chosen = clusters.get(cluster or None) if clusters is not None else None
+    partition = raw.get("partition") or None
+    if chosen is not None and chosen.partitions is not None and not partition and not raw.get("profile"):
+        partition = chosen.partition_default(policy.default_partition, policy.partitions)
     request = SessionRequest(
-        partition=raw.get("partition") or None, gpus=_optional(raw, "gpus", _integer),
+        partition=partition, gpus=_optional(raw, "gpus", _integer),
         hours=_optional(raw, "hours", _number), nodes=_optional(raw, "nodes", _integer),
         environment=raw.get("environment") if isinstance(raw.get("environment"), str) else "",
         profile=raw.get("profile") or "")
@@ -239,13 +254,13 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
     comment = raw.get("comment") or ""
     if not isinstance(comment, str) or (comment and not COMMENT.fullmatch(comment)):
         raise OptionError("comment must be the portal's key for this session.")
-    cluster = cluster_choice(raw.get("cluster"), clusters)
+    environment = environment_choice(raw, environments_dir, container=container is not None)
+    if chosen is not None:
+        offered_check(chosen, partition=size.partition, environment=environment, container=container)
     return ServerOptions(partition=size.partition, gpus=size.gpus, hours=size.hours, nodes=size.nodes,
                          cpus=size.cpus, mem_gb=size.mem_gb,
-                         environment=environment_choice(raw, environments_dir,
-                                                        container=container is not None),
-                         container=container, profile=size.profile, account=account, comment=comment,
-                         cluster=cluster, **tokens)
+                         environment=environment, container=container, profile=size.profile,
+                         account=account, comment=comment, cluster=cluster, **tokens)
 
 
 class PolicyFile:

@@ -40,6 +40,7 @@ from spawners import port_api
 from spawners.batch_script import (
     BATCH_SCRIPT,
     SINGLEUSER_CONFIG_DIR,
+    cluster_prologue,
     default_kernel_args,
     script_prologue,
     server_command,
@@ -171,6 +172,7 @@ class PortalSlurmSpawner(SlurmSpawner):
         self.software_environment: EnvironmentChoice | None = None
         self.container: ContainerChoice | None = None
         self.cluster = ""  # the server's cluster where several are configured (#38); '': the only one
+        self.cluster_file: Cluster | None = None  # the server's cluster as its file gives it
         self.queue_reason = ""
         self.report_token = ""
         self.tracking_token = ""
@@ -212,6 +214,7 @@ class PortalSlurmSpawner(SlurmSpawner):
             home=self._home(), clusters=self.clusters(),
         )
         self.cluster = options.cluster
+        self.cluster_file = self.clusters().get(options.cluster or None)
         self.software_environment = options.environment
         self.container = options.container
         self.report_token = options.report_token
@@ -244,9 +247,21 @@ class PortalSlurmSpawner(SlurmSpawner):
         assert self.container is not None
         try:
             return container_prefix(self.container, runtimes=self.container_runtimes,
-                                    binds=list(self.container_binds), home=self._home())
+                                    binds=self.binds(), home=self._home())
         except LaunchInvalid as error:
             raise web.HTTPError(400, f"container: {error}") from error
+
+    def data_dir_here(self) -> str:
+        """The shared data on the server's cluster: its file's `data_dir`, else the site's."""
+        return (self.cluster_file.data_dir if self.cluster_file else "") or self.data_dir
+
+    def binds(self) -> list[str]:
+        """The container's binds, the site's data mount (a bind of `data_dir`) made the cluster's."""
+        site, here = self.data_dir.rstrip("/"), self.data_dir_here()
+        if not site or here == self.data_dir:
+            return list(self.container_binds)
+        return [here + bind[len(site):] if bind.split(":")[0] == site else bind
+                for bind in self.container_binds]
 
     def cmd_formatted_for_batch(self) -> str:
         return server_command(super().cmd_formatted_for_batch(), in_container=self.container is not None)
@@ -269,7 +284,8 @@ class PortalSlurmSpawner(SlurmSpawner):
         subvars["cluster"] = self.cluster
         reports = report_lines(report_token=self.report_token, gres=self.req_gres)
         subvars["prologue"] = script_prologue(
-            subvars.get("prologue") or "", reports=reports,
+            cluster_prologue(subvars.get("prologue") or "", cluster=self.cluster_file,
+                             site_data_dir=self.data_dir), reports=reports,
             run_prefix=self.container_prefix() if self.container is not None else None,
             environment=self.software_environment)
         return subvars

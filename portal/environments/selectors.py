@@ -4,6 +4,7 @@ from django.db.models import Q, QuerySet
 
 from portal.accounts.models import User
 from portal.environments.models import Environment
+from slurm.clusters import Cluster, Clusters
 
 # What users may pick; Environment.usable says the same for one row.
 _USABLE = Q(enabled=True, healthy=True)
@@ -37,3 +38,19 @@ def environment_get(*, user: User, name: str) -> Environment | None:
     if not isinstance(name, str) or not name:
         return None
     return environment_choices(user=user).filter(name=name).first()
+
+
+def environment_refusal(environment: Environment, cluster: Cluster) -> str:
+    """Why `cluster` does not run `environment` (its cluster file offers neither it nor, for a
+    container, its runtime), or ''."""
+    if refused := cluster.refusal("environment", environment.name):
+        return refused
+    if environment.kind != Environment.Kind.CONTAINER:
+        return ""
+    image = getattr(environment, "container_image", None)  # None: the environment's image is gone
+    return cluster.refusal("runtime", image.runtime) if image is not None else ""
+
+
+def clusters_offering(clusters: Clusters, environment: Environment) -> str:
+    """The names of the clusters that offer `environment`, space-separated (a form's data-clusters)."""
+    return " ".join(cluster.name for cluster in clusters.all if not environment_refusal(environment, cluster))

@@ -21,7 +21,7 @@ from portal.core.errors import Conflict, InvalidInput
 from portal.core.live import follows
 from portal.core.periods import day_or_none, midnight
 from portal.core.throttling import page_throttled
-from portal.environments.selectors import environment_choices, environment_list
+from portal.environments.selectors import clusters_offering, environment_choices, environment_list
 from portal.jobs.job_templates import Parameter, catalog
 from portal.jobs.models import Job, JobState
 from portal.jobs.selectors import (
@@ -142,13 +142,19 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
             name, last_submitted_at = start.name, start.last_submitted_at
     environments = list(environment_choices(user=request.user))
     chosen = values.get("environment") if isinstance(values.get("environment"), str) else ""
+    clusters = clusters_from_settings()
+    several = clusters.several  # then each partition and environment lists the clusters offering it
+    partitions = [(partition, " ".join(known.name for known in clusters.all
+                                       if not known.refusal("partition", partition.name)) if several else "")
+                  for partition in partition_limits_list()]
     parameter_errors = errors.get("parameters", {}) if isinstance(errors.get("parameters"), dict) else {}
     fields = [{"parameter": p, "value": _form_value(p, values.get(p.name)),
                "errors": parameter_errors.get(p.name, [])} for p in template.parameters]
     return render(request, "jobs/compose.html", {
         "template": template, "fields": fields, "name": name, "uuid": job_uuid, "preview": preview,
-        "errors": errors, "partitions": partition_limits_list(),
-        "environments": environments,
+        "errors": errors, "partitions": partitions,
+        "environments": [(environment, clusters_offering(clusters, environment) if several else "")
+                         for environment in environments],
         # A clone of a job whose environment has since gone keeps it visible (and refused) rather
         # than silently falling back to none.
         "environment_gone": chosen if chosen and chosen not in {e.name for e in environments} else "",
@@ -158,7 +164,7 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
         "nodes_field": template.nodes if isinstance(template.nodes, str) else "",
         "account": account, "last_submitted_at": last_submitted_at,
         # A picker only where there is a choice: a one-cluster site's form is as before.
-        "clusters": clusters.all if (clusters := clusters_from_settings()).several else (),
+        "clusters": clusters.all if several else (),
         "cluster": cluster,
     })
 

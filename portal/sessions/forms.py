@@ -1,9 +1,11 @@
+from typing import Any
+
 from django import forms
 from django.utils import timezone
 
 from portal.accounts.models import User
 from portal.environments.models import Environment
-from portal.environments.selectors import environment_choices
+from portal.environments.selectors import clusters_offering, environment_choices
 from portal.policy.rules import SERVER_NAME_RULE, PartitionRules, Policy
 from portal.projects.selectors import budget_label, project_budget, user_projects
 from slurm.clusters import clusters_from_settings
@@ -50,6 +52,14 @@ class ServerStartForm(forms.Form):
         if clusters.several:
             self.fields["cluster"].widget.choices = [(known.name, known.title) for known in clusters.all]
             self.fields["cluster"].initial = clusters.default.name
+            # Each partition and environment lists the clusters offering it (core/cluster_offers.js).
+            self.fields["partition"].widget = OfferedSelect(
+                choices=self.fields["partition"].widget.choices,
+                offered={p.name: " ".join(known.name for known in clusters.all
+                                          if not known.refusal("partition", p.name)) for p in partitions})
+            self.fields["environment"].widget = OfferedSelect(
+                choices=self.fields["environment"].choices,
+                offered={e.name: clusters_offering(clusters, e) for e in environments})
         else:  # a one-cluster site's form is as before #38
             del self.fields["cluster"]
         today = timezone.localdate()
@@ -60,6 +70,20 @@ class ServerStartForm(forms.Form):
                 (budget.project.slurm_account, budget_label(budget)) for budget in budgets]
         else:
             self.fields["account"].widget = forms.HiddenInput()
+
+
+class OfferedSelect(forms.Select):
+    """A select whose options name the clusters that offer them (data-clusters)."""
+
+    def __init__(self, *, offered: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.offered = offered
+
+    def create_option(self, name: str, value: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(name, value, *args, **kwargs)
+        if str(value) in self.offered:
+            option["attrs"]["data-clusters"] = self.offered[str(value)]
+        return option
 
 
 def _environment_label(environment: Environment) -> str:

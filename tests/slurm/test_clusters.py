@@ -60,6 +60,16 @@ def fallback() -> Cluster:
     ({"a": DEFAULT, "b": DEFAULT.replace("true", "false")}, "b.toml", "name: 'gpuportal' is the name in"),
     ({"a": DEFAULT, "b": B.replace("title", "default = true\ntitle")}, "clusters.d", "default: exactly one"),
     ({"a": DEFAULT.replace("true", "false"), "b": B}, "clusters.d", "default: exactly one of 2"),
+    ({"a": B + 'partitions = "gpu"\n'}, "a.toml", "partitions: a non-empty list of names"),
+    ({"a": B + "partitions = []\n"}, "a.toml", "partitions: a non-empty list of names"),
+    ({"a": B + 'environments = ["Torch 2"]\n'}, "a.toml", "environments: a non-empty list of names"),
+    ({"a": B + "runtimes = [1]\n"}, "a.toml", "runtimes: a non-empty list of names"),
+    ({"a": B + 'data_dir = "data"\n'}, "a.toml", "data_dir: 'data' is not a plain absolute path"),
+    ({"a": B + 'data_dir = "/data/../etc"\n'}, "a.toml", "data_dir: '/data/../etc' is not a plain"),
+    ({"a": B + 'spawner = "module load cuda"\n'}, "a.toml", "spawner: a table"),
+    ({"a": B + '[spawner]\nmodules = ["cuda"]\n'}, "a.toml", "spawner.modules: unknown field"),
+    ({"a": B + '[spawner]\nprologue = "module load cuda"\n'}, "a.toml", "spawner.prologue: a list"),
+    ({"a": B + '[spawner]\nprologue = ["a\\nb"]\n'}, "a.toml", "spawner.prologue: a list"),
 ])
 def test_each_bad_file_is_refused_naming_the_file_and_the_field(tmp_path, files, where, field):
     directory = folder(tmp_path, **files)
@@ -125,9 +135,34 @@ def test_one_file_is_the_default_and_several_are_read_in_full(tmp_path):
         clusters.get("c")
 
 
+OFFERS = ('partitions = ["gpu", "debug"]\nenvironments = ["torch"]\nruntimes = ["podman"]\n'
+          'data_dir = "/srv/data-b/"\n[spawner]\nprologue = ["module load cuda/12.4", "ulimit -n 4096"]\n')
+
+
+def test_what_a_cluster_offers_and_its_spawner_options_are_read_and_checked(tmp_path, settings):
+    clusters = clusters_load(folder(tmp_path, a=DEFAULT, b=B + OFFERS), fallback)
+    b, default = clusters.get("cluster-b"), clusters.default
+    assert (b.partitions, b.environments, b.runtimes, b.data_dir) == (("gpu", "debug"), ("torch",),
+                                                                      ("podman",), "/srv/data-b")
+    assert b.spawner.prologue == ("module load cuda/12.4", "ulimit -n 4096")
+    # Left out: everything the site has, and no options of its own.
+    assert (default.partitions, default.environments, default.runtimes, default.data_dir) == (
+        None, None, None, "")
+    assert default.spawner.prologue == () and default.refusal("partition", "anything") == ""
+    assert b.refusal("partition", "gpu") == b.refusal("runtime", "podman") == ""
+    assert b.refusal("environment", "tensorflow") == (
+        "The cluster Cluster B (cluster-b) does not offer the environment 'tensorflow'; it offers: torch.")
+    assert "the runtime 'charliecloud'; it offers: podman." in b.refusal("runtime", "charliecloud")
+    # Runtimes are the site's (CONTAINERS_RUNTIMES).
+    settings.CLUSTERS_DIR = str(folder(tmp_path / "site", a=DEFAULT, b=B + 'runtimes = ["docker"]\n'))
+    with pytest.raises(ImproperlyConfigured, match=r"b\.toml: runtimes: 'docker' is not one of the "
+                                                  r"site's container runtimes \("):
+        clusters_from_settings()
+
+
 def test_manage_py_check_names_a_bad_file(tmp_path, settings):
     settings.CLUSTERS_DIR = str(folder(tmp_path, a=DEFAULT + "partitions = []\n"))
-    with pytest.raises(SystemCheckError, match=r"cluster\.E001.*a\.toml: partitions: unknown field"):
+    with pytest.raises(SystemCheckError, match=r"cluster\.E001.*a\.toml: partitions: a non-empty list"):
         call_command("check")
 
 

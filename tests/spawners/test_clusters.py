@@ -3,6 +3,7 @@ loads from the portal's CLUSTERS_DIR; sbatch, scancel and squeue name it with `-
 are configured; a restarted hub keeps it; an unknown one is a 400 naming `cluster`."""
 
 import os
+from pathlib import Path
 
 import pytest
 from batchspawner.batchspawner import format_template
@@ -105,3 +106,60 @@ def test_unusable_cluster_files_are_a_400_naming_cluster(tmp_path):
     with pytest.raises(web.HTTPError) as error:
         apply_portal_options(spawner, {"gpus": 1, "cluster": "x"})
     assert error.value.status_code == 400 and error.value.log_message.startswith("cluster: ")
+
+
+# --- what a cluster file gives (#38): its partitions, environments, runtimes, data and [spawner] ---
+
+OFFERING = Clusters(all=(*ONE.all, Cluster(
+    name="cluster-b", title="Cluster B", default=False, adapter="sudo", partitions=("debug",),
+    environments=("pytorch",), runtimes=("podman",))))
+PYTORCH = {"environment": "pytorch", "environment_kernel": "pytorch",
+           "environment_path": "/opt/gpuportal/envs/pytorch"}
+IMAGE = {"container_runtime": "charliecloud", "container_image": "/opt/gpuportal/images/torch.sqfs"}
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"partition": "gpu"}, "partition: The cluster Cluster B (cluster-b) does not offer the partition 'gpu'; "
+                           "it offers: debug."),
+    ({**PYTORCH, "environment": "tensorflow", "environment_kernel": "tf"},
+     "environment: The cluster Cluster B (cluster-b) does not offer the environment 'tensorflow'"),
+    (IMAGE, "container_runtime: The cluster Cluster B (cluster-b) does not offer the runtime 'charliecloud'"),
+])
+def test_what_the_servers_cluster_does_not_offer_is_refused_naming_the_field(raw, message):
+    with pytest.raises(OptionError) as error:
+        rebuild_options({"cluster": "cluster-b", **raw}, policy=POLICY, groups=["portal-users"],
+                        usage=Usage(sessions=0, gpus=0), clusters=OFFERING,
+                        container_runtimes={"charliecloud": {"binary": "/usr/bin/ch-run"}},
+                        container_image_dirs=["/opt/gpuportal/images"])
+    assert str(error.value).startswith(message)
+
+
+def test_the_clusters_offer_is_kept_and_its_default_partition_is_one_it_offers():
+    options = rebuild_with({"cluster": "cluster-b", "gpus": 1, **PYTORCH}, OFFERING)
+    assert (options.partition, options.hours, options.environment.name) == ("debug", 1, "pytorch")
+    # The default cluster, whose file leaves them out, offers all the site has.
+    assert rebuild_with({"gpus": 1, "partition": "gpu", **PYTORCH}, OFFERING).partition == "gpu"
+    assert rebuild_with({"gpus": 1}, OFFERING).partition == "gpu"
+
+
+def test_a_clusters_spawner_options_and_data_mount_reach_its_servers_script(clusters_dir):
+    folder = Path(clusters_dir)
+    (folder / "cluster-b.toml").write_text(
+        'name = "cluster-b"\ntitle = "Cluster B"\ndata_dir = "/srv/b-data"\n'
+        '[spawner]\nprologue = ["module load cuda/12.4"]\n')
+    spawner = make_spawner(clusters_dir=clusters_dir, data_dir="/data")
+    apply_portal_options(spawner, {"gpus": 1, "cluster": "cluster-b"})
+    prologue = _prologue(spawner)
+    assert 'ln -s /srv/b-data "$HOME/data"' in prologue and "ln -s /data " not in prologue
+    assert prologue.index("ln -s /srv/b-data") < prologue.index("module load cuda/12.4")
+    assert spawner.binds() == ["{home}", "/srv/b-data:ro"]
+    # The default cluster's servers: the site's data and no lines of cluster-b's.
+    apply_portal_options(spawner, {"gpus": 1})
+    prologue = _prologue(spawner)
+    assert 'ln -s /data "$HOME/data"' in prologue and "module load" not in prologue
+    assert spawner.binds() == ["{home}", "/data:ro"]
+
+
+def _prologue(spawner: PortalSlurmSpawner) -> str:
+    spawner.req_keepvars = "JUPYTERHUB_API_TOKEN"
+    return spawner.get_req_subvars()["prologue"]

@@ -16,7 +16,7 @@ from portal.containers.services import container_activation
 from portal.core.errors import InvalidInput
 from portal.core.paths import path_problem, user_roots
 from portal.environments.models import Environment
-from portal.environments.selectors import environment_get
+from portal.environments.selectors import environment_get, environment_refusal
 from portal.jobs.job_templates import (
     JobPaths,
     JobTemplate,
@@ -120,10 +120,16 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
             values[parameter.name] = parameter.clean(parameters.get(parameter.name))
         except ParameterInvalid as error:
             problems[parameter.name] = [str(error)]
+    clusters = clusters_from_settings()
+    if problem := cluster_unknown(cluster):
+        errors["cluster"] = [problem]
+    chosen = None if errors.get("cluster") else clusters.get(cluster or None)
     problems.update(_paths_check(user, found, values))
     partition = None
     if "partition" in values:
-        partition, message = _partition_pick(values["partition"], policy)
+        partition, message = _partition_pick(values["partition"], policy,
+                                             offered=chosen.partitions if chosen else None)
+        message = message or (chosen.refusal("partition", partition.name) if chosen and partition else "")
         if message:
             problems["partition"] = [message]
         else:
@@ -142,10 +148,11 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         elif environment is None:
             problems["environment"] = [f"Unknown or unavailable environment {values['environment']!r}; "
                                        "GET /api/v1/environments/ lists those you can use."]
+    if environment is not None and chosen is not None and (refused := environment_refusal(
+            environment, chosen)):
+        problems["environment"] = [refused]
     if account and not user_projects(user=user).filter(slurm_account=account).exists():
         errors["account"] = [f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."]
-    if problem := cluster_unknown(cluster):
-        errors["cluster"] = [problem]
     if problems:
         errors["parameters"] = problems
     if errors:
@@ -159,7 +166,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
         uuid=job_uuid, template=found, name=name, values=values, partition=partition, nodes=nodes,
         gpus_per_node=gpus, cpus_per_node=partition.cpus(gpus), mem_mb_per_node=partition.mem_mb(gpus),
         time_limit=timedelta(minutes=values["time_limit"]), output_dir=output_dir, script="",
-        account=slurm_account, cluster=clusters_from_settings().get(cluster or None).name,
+        account=slurm_account, cluster=chosen.name if chosen else clusters.default.name,
     )
     job_dir = f"{output_dir}/job-{job_uuid}"
     inputs = _inputs(found, values)
@@ -240,12 +247,16 @@ def _activation(environment: Environment | None, *, user: User, workdir: str,
             "lock_sha256": pin.environment_lock_sha256 if lock and pin else ""}
 
 
-def _partition_pick(name: str, policy: Policy) -> tuple[PartitionLimits | None, str]:
+def _partition_pick(name: str, policy: Policy, *,
+                    offered: tuple[str, ...] | None = None) -> tuple[PartitionLimits | None, str]:
+    """The partition asked for; none: the default one, or the first the cluster offers (`offered`)
+    where it does not offer the default."""
     partitions = partition_limits_list(policy)
     if not partitions:
         return None, "The portal has no partition data from Slurm yet; try again in a few seconds."
+    usable = [p for p in partitions if offered is None or p.name in offered] or partitions
     chosen = next((p for p in partitions if p.name == name), None) if name else next(
-        (p for p in partitions if p.is_default), partitions[0])
+        (p for p in usable if p.is_default), usable[0])
     if chosen is None:
         return None, f"Unknown partition {name!r}; choose one of: {', '.join(p.name for p in partitions)}."
     return chosen, ""

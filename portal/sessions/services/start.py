@@ -16,7 +16,7 @@ from portal.cluster.selectors import slurm_known_down
 from portal.core.errors import InvalidInput
 from portal.core.idempotency import idempotent_replay
 from portal.environments.models import Environment
-from portal.environments.selectors import environment_get
+from portal.environments.selectors import environment_get, environment_refusal
 from portal.lifecycle.work import cluster_unknown
 from portal.policy.rules import (
     SERVER_NAME,
@@ -104,6 +104,13 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
     if not policy.partitions:
         raise InvalidInput({"partition": ["No partition known yet: the cluster has not been polled."]})
     active = list(Session.objects.filter(user=user, ended_at__isnull=True))
+    clusters = clusters_from_settings()
+    if problem := cluster_unknown(cluster):
+        errors["cluster"] = problem
+    chosen = None if "cluster" in errors else clusters.get(cluster or None)
+    if chosen is not None and chosen.partitions is not None and not partition and not profile:
+        # The site's default partition where the cluster offers it, else the first it offers.
+        partition = chosen.partition_default(policy.default_partition, policy.partitions) or None
     chosen_environment = None
     if environment:
         # Environments with a Jupyter kernel (kind python) or a container image the server runs in.
@@ -113,10 +120,10 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
             errors["environment"] = (f"Unknown or unavailable environment {environment!r} for a notebook "
                                      "server; GET /api/v1/environments/ lists them (kind python or "
                                      "container).")
+        elif chosen is not None and (refused := environment_refusal(chosen_environment, chosen)):
+            errors["environment"] = refused
     if account and not user_projects(user=user).filter(slurm_account=account).exists():
         errors["account"] = f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."
-    if problem := cluster_unknown(cluster):
-        errors["cluster"] = problem
     size = None
     try:
         size = session_resolve(policy, groups=user_groups(user), usage=_usage(active), request=SessionRequest(
@@ -124,13 +131,16 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
             profile=profile))
     except PolicyRefusal as refusal:
         errors = {**refusal.fields, **errors}
+    asked = size.partition if size else partition or ""
+    if chosen is not None and (refused := chosen.refusal("partition", asked)):
+        errors["partition"] = refused
     if any(server.name == name for server in active):
         errors["name"] = f"You already have a server named {name}."
     if errors or size is None:
         raise InvalidInput({field: [message] for field, message in errors.items()})
     return ServerOptions(name=name, partition=size.partition, gpus=size.gpus, hours=size.hours,
                          nodes=size.nodes, environment=chosen_environment, profile=size.profile,
-                         account=account, cluster=clusters_from_settings().get(cluster or None).name)
+                         account=account, cluster=chosen.name if chosen else clusters.default.name)
 
 
 def server_start(*, user: User, name: str, partition: str | None = None, gpus: int | None = None,
