@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from measure import django_on, percentile
+from measure import django_on, percentile, timed
 from slurm_rpcs import by_user, wrappers
 
 STATE = Path(tempfile.mkdtemp(prefix="bench-clusters-"))
@@ -77,16 +77,6 @@ def cycles(clusters: int, count: int) -> dict[str, tuple[float, float]]:
         assert not any(others.values()), f"{name}'s cycle asked another controller: {others}"
         figures[name] = ((after[name] - before[name]) / count, seconds / count)
     return figures
-
-
-def timed(client, path: str, requests: int) -> list[float]:
-    times = []
-    for _ in range(requests):
-        start = time.perf_counter()
-        response = client.get(path)
-        times.append((time.perf_counter() - start) * 1000)
-        assert response.status_code == 200, (path, response.status_code)
-    return times
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from jobs_common import history_fill, summary
-from measure import django_on, percentile
+from measure import django_on, percentile, timed
 
 TARGET_P99_MS = 100.0
 GROUPS = ["ml", "vision", "nlp", "physics", "bio"]
@@ -65,16 +65,6 @@ def naive_report(since, until) -> int:
         total[4] += gpus * elapsed
         total[5] += gpus * elapsed * util / 100 if util is not None else 0
     return len(totals)
-
-
-def timed(client, path: str, requests: int) -> list[float]:
-    times = []
-    for _ in range(requests):
-        start = time.perf_counter()
-        response = client.get(path)
-        times.append((time.perf_counter() - start) * 1000)
-        assert response.status_code == 200, (path, response.status_code)
-    return times
 
 
 def main() -> None:

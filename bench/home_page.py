@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-from measure import django_on, percentile
+from measure import django_on, percentile, timed
 
 TARGET_P99_MS = 50.0
 
@@ -44,16 +44,6 @@ def world(items: int):
             "state": "mixed", "partitions": ["gpu", "debug"], "cpus_total": 64, "memory_mb": 515000,
             "gpus": {"a100": 4}, "gpus_used": {"a100": 2}})
     return user
-
-
-def timed(client, path: str, requests: int) -> list[float]:
-    times = []
-    for _ in range(requests):
-        start = time.perf_counter()
-        response = client.get(path)
-        times.append((time.perf_counter() - start) * 1000)
-        assert response.status_code == 200, (path, response.status_code)
-    return times
 
 
 def summary(times_ms: list[float]) -> str:

@@ -1,7 +1,8 @@
-"""Shared by the benchmarks: slurmctld RPC counts (from `sdiag`) and percentiles."""
+"""Shared by the benchmarks: slurmctld RPC counts (from `sdiag`), percentiles and timed GETs."""
 
 import re
 import subprocess
+import time
 
 RPC = re.compile(r"^\s+(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.MULTILINE)
 
@@ -51,3 +52,14 @@ def django_on(database: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def timed(client, path: str, requests: int) -> list[float]:
+    """`requests` GETs of `path` with a Django test client, each one's milliseconds (each must be 200)."""
+    times = []
+    for _ in range(requests):
+        start = time.perf_counter()
+        response = client.get(path)
+        times.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 200, (path, response.status_code)
+    return times
