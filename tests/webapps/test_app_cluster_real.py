@@ -58,7 +58,9 @@ def test_alice_starts_an_app_on_cluster_b_it_is_ready_on_b_node1_and_stops_there
     assert app.slurm_job_id, app.reason  # its worker's sbatch went to cluster-b
     deadline = time.monotonic() + SLURM_PATIENCE
     while True:  # beat's work: cluster-b's own cycle follows it
-        assert cluster_poll_cycle(cluster=B, slurm=on_two_clusters).ran
+        # Not asserted to run: the runner's report asks for an early cycle of cluster-b, which the
+        # live server runs at once (eager tasks) and which may hold cluster-b's lock just now.
+        cluster_poll_cycle(cluster=B, slurm=on_two_clusters)
         app.refresh_from_db()
         if app.state not in (AppState.QUEUED, AppState.STARTING):
             break
