@@ -18,16 +18,26 @@ from typing import Literal
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 ADAPTERS = ("sudo", "slurmrestd")
 _KEYS = {"name", "title", "default", "adapter", "slurm_conf", "rest_url", "token_command",
-         "partitions", "environments", "runtimes", "data_dir", "spawner"}
+         "partitions", "environments", "runtimes", "profiles", "data_dir", "spawner", "policy"}
 _REST_ONLY = ("rest_url", "token_command")
 _SPAWNER_KEYS = {"prologue"}
 # What a cluster offers (#38), by name: Slurm's partition names, the portal's environment names
-# (portal/environments/models.py) and container runtime names (portal/containers/runtimes.py).
+# (portal/environments/models.py), container runtime names (portal/containers/runtimes.py) and the
+# admins' resource profiles (portal/policy/models.py).
 _OFFER_NAMES = {
     "partitions": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
     "environments": re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$"),
     "runtimes": re.compile(r"^[a-z][a-z0-9_-]{0,31}$"),
+    "profiles": re.compile(r"^[-a-zA-Z0-9_]{1,30}$"),
 }
+# A group's limits on the cluster (`[policy.groups.NAME]`), as POLICY_GROUPS gives them for the site
+# (portal/policy/rules.py GroupRules): each key's type.
+_GROUP_LIMITS: dict[str, tuple[type, ...]] = {
+    "max_gpus": (int,), "max_sessions": (int,), "default_gpus": (int,),
+    "max_hours": (int, float), "default_hours": (int, float),
+    "partitions": (list,), "environments": (list,),
+}
+_GROUP_NAME = re.compile(r"^(\*|[A-Za-z0-9][A-Za-z0-9._ -]{0,63})$")
 Offer = Literal["partition", "environment", "runtime"]
 
 
@@ -52,6 +62,10 @@ class Cluster:
     partitions: tuple[str, ...] | None = None
     environments: tuple[str, ...] | None = None
     runtimes: tuple[str, ...] | None = None
+    profiles: tuple[str, ...] | None = None
+    # Its groups' limits (`[policy.groups]`), which replace the site's POLICY_GROUPS there; None: the
+    # site's. Plain data: the portal's policy (portal/policy) makes its rules of them.
+    groups: dict[str, dict[str, object]] | None = dataclasses.field(default=None, hash=False)
     data_dir: str = ""  # the shared data on that cluster's nodes; '': the site's (DATA_DIR)
     spawner: "ClusterSpawner" = dataclasses.field(default_factory=lambda: ClusterSpawner())
 
@@ -182,7 +196,8 @@ def cluster_read(path: Path) -> Cluster:
     return Cluster(name=name, title=text("title"), default=default, adapter=adapter,
                    slurm_conf=Path(slurm_conf) if slurm_conf else None, rest_url=rest_url.rstrip("/"),
                    token_command=tuple(command), source=path, **offers,
-                   data_dir=data_dir.rstrip("/") or data_dir, spawner=_spawner(path, data.get("spawner", {})))
+                   data_dir=data_dir.rstrip("/") or data_dir, spawner=_spawner(path, data.get("spawner", {})),
+                   groups=_policy_groups(path, data.get("policy", {})))
 
 
 def _names(path: Path, field: str, value: object) -> tuple[str, ...]:
@@ -205,6 +220,35 @@ def _spawner(path: Path, table: object) -> "ClusterSpawner":
             isinstance(line, str) and line.strip() and "\n" not in line for line in prologue):
         raise ClustersError(f"{path}: spawner.prologue: a list of shell lines (one line each)")
     return ClusterSpawner(prologue=tuple(prologue))
+
+
+def _policy_groups(path: Path, table: object) -> dict[str, dict[str, object]] | None:
+    """`[policy.groups."*"]`, `[policy.groups.NAME]`: each group's limits on this cluster, every key
+    one of POLICY_GROUPS' with its type; no `[policy]`: the site's."""
+    if not isinstance(table, dict) or set(table) - {"groups"}:
+        raise ClustersError(f"{path}: policy: a table whose only field is groups ([policy.groups.NAME])")
+    groups = table.get("groups")
+    if groups is None:
+        return None
+    if not isinstance(groups, dict) or not groups:
+        raise ClustersError(f"{path}: policy.groups: a table of LDAP groups (\"*\": anybody in none named)")
+    for group, limits in groups.items():
+        where = f"{path}: policy.groups.{group}"
+        if not _GROUP_NAME.fullmatch(group) or not isinstance(limits, dict):
+            raise ClustersError(f"{where}: an LDAP group's name (or \"*\") with a table of limits")
+        for key, value in limits.items():
+            if key not in _GROUP_LIMITS:
+                known = ", ".join(sorted(_GROUP_LIMITS))
+                raise ClustersError(f"{where}.{key}: unknown limit (known: {known})")
+            kinds = _GROUP_LIMITS[key]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ClustersError(f"{where}.{key}: {'a list of names' if list in kinds else 'a number'}")
+            if list in kinds:
+                if not all(isinstance(name, str) and _OFFER_NAMES[key].fullmatch(name) for name in value):
+                    raise ClustersError(f"{where}.{key}: a list of names (leave it out to allow them all)")
+            elif value < 0 or (key.endswith("hours") and value <= 0):
+                raise ClustersError(f"{where}.{key}: more than 0")
+    return {group: dict(limits) for group, limits in groups.items()}
 
 
 def _with_default(cluster: Cluster) -> Cluster:

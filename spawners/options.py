@@ -233,6 +233,7 @@ def rebuild_options(raw: object, *, policy: Policy, groups: list[str], usage: Us
         raise OptionError("account must be a project's Slurm account (GET /api/v1/projects/ lists yours).")
     cluster = cluster_choice(raw.get("cluster"), clusters)
     chosen = clusters.get(cluster or None) if clusters is not None else None
+    policy = policy.on(cluster)  # its cluster's partitions, limits and profiles (#38)
     partition = raw.get("partition") or None
     if chosen is not None and chosen.partitions is not None and not partition and not raw.get("profile"):
         partition = chosen.partition_default(policy.default_partition, policy.partitions)

@@ -52,6 +52,7 @@ from spawners.options import (
     EnvironmentChoice,
     OptionError,
     ServerOptions,
+    cluster_choice,
     policy_file,
     rebuild_options,
 )
@@ -186,9 +187,20 @@ class PortalSlurmSpawner(SlurmSpawner):
 
     # --- options -------------------------------------------------------------------------------
 
-    def usage(self) -> Usage:
-        """The user's other servers that run or are starting."""
-        others = [other for other in self.user.spawners.values() if other is not self and other.active]
+    def usage(self, options: object) -> Usage:
+        """The user's other servers that run or are starting on the cluster `options` ask for: each
+        cluster's limits count its own (#38)."""
+        clusters = self.clusters()
+
+        def cluster_of(options: object) -> str | None:
+            try:
+                return cluster_choice(options.get("cluster") if isinstance(options, dict) else None, clusters)
+            except OptionError:  # refused by rebuild_options, naming it
+                return None
+
+        asked = cluster_of(options)
+        others = [other for other in self.user.spawners.values()
+                  if other is not self and other.active and cluster_of(other.user_options) == asked]
         return Usage(sessions=len(others), gpus=sum(
             int(o.user_options.get("gpus", 0)) * int(o.user_options.get("nodes", 1)) for o in others))
 
@@ -207,7 +219,7 @@ class PortalSlurmSpawner(SlurmSpawner):
     def apply_options(self, user_options: object) -> ServerOptions:
         policy = policy_file(self.policy_file).load()
         options = rebuild_options(
-            user_options, policy=policy, usage=self.usage(),
+            user_options, policy=policy, usage=self.usage(user_options),
             groups=policy.groups_of(self.user.name, fallback=[group.name for group in self.user.groups]),
             environments_dir=self.environments_dir,
             container_runtimes=self.container_runtimes, container_image_dirs=self.container_image_dirs,

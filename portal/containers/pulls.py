@@ -53,6 +53,7 @@ from portal.lifecycle.work import (
 )
 from slurm import states as slurm_states
 from slurm.adapter import Slurm
+from slurm.clusters import clusters_from_settings
 from slurm.errors import SlurmError
 from slurm.parsing import AccountedJob, QueuedJob
 from slurm.user_files import OutputUnsafe, job_output_dir_ensure, job_output_read
@@ -78,6 +79,8 @@ def pull_start(*, user: User, image: Image, cluster: str = "") -> Pull:
     if image.owner_id is not None or not image.is_registry:
         raise InvalidInput({"image": ["Only catalog images from a registry are pulled."]})
     cluster = work_cluster(cluster)
+    if refused := clusters_from_settings().get(cluster).refusal("runtime", image.runtime):
+        raise InvalidInput({"cluster": [refused]})
     try:
         runtime_get(image.runtime)
         reference = reference_parse(image.reference)

@@ -59,7 +59,7 @@ def _extend(*, user: User, minutes: int, slurm: Slurm | None,
             target = find(True)
             if target is None:
                 raise NotFound("No such session or job.")
-            cap = walltime_cap_minutes(user=user, partition=target.partition)
+            cap = walltime_cap_minutes(user=user, partition=target.partition, cluster=target.cluster)
             request = ExtensionRequest(
                 user=user, target=target.kind, target_name=target.name, slurm_job_id=target.slurm_job_id,
                 job=target.job, server=target.server, minutes=minutes,

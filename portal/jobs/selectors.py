@@ -18,7 +18,7 @@ from portal.core.converters import id_or_none
 from portal.core.errors import InvalidInput
 from portal.jobs.job_templates import JobTemplate
 from portal.jobs.models import Job, JobMetric
-from portal.policy.rules import Policy
+from portal.policy.rules import PartitionRules, Policy
 from portal.policy.services import policy_current
 
 
@@ -52,14 +52,18 @@ class PartitionLimits:
 def partition_limits_list(policy: Policy | None = None) -> list[PartitionLimits]:
     """The partitions as the one policy has them (portal.policy), in the snapshot's order."""
     policy = policy or policy_current()
-    return [PartitionLimits(
-        name=rules.name, is_default=rules.name == policy.default_partition,
+    return [partition_limits(rules, is_default=rules.name == policy.default_partition)
+            for rules in policy.partitions.values()]
+
+
+def partition_limits(rules: PartitionRules, *, is_default: bool) -> PartitionLimits:
+    return PartitionLimits(
+        name=rules.name, is_default=is_default,
         max_time=timedelta(hours=rules.max_hours) if rules.max_hours < settings.SITE_MAX_WALLTIME_MINUTES / 60
         else None,
         max_nodes=rules.nodes, max_gpus_per_node=rules.gpus_per_node, cpus_per_node=rules.cpus_per_node,
         cpus_per_gpu=rules.cpus_per_gpu, mem_gb_per_gpu=rules.mem_gb_per_gpu,
-        cpus_without_gpu=rules.cpus_without_gpu, mem_gb_without_gpu=rules.mem_gb_without_gpu,
-    ) for rules in policy.partitions.values()]
+        cpus_without_gpu=rules.cpus_without_gpu, mem_gb_without_gpu=rules.mem_gb_without_gpu)
 
 
 class JobKey(StrEnum):

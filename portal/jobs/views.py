@@ -31,10 +31,12 @@ from portal.jobs.selectors import (
     job_list,
     job_metrics_chart,
     job_metrics_list,
+    partition_limits,
     partition_limits_list,
 )
 from portal.jobs.services.prepare import job_prepare
 from portal.jobs.services.submission import job_cancel, job_submit
+from portal.policy.services import partitions_offered, policy_current
 from portal.waits.selectors import waiting_get
 from slurm.clusters import clusters_from_settings
 
@@ -144,9 +146,12 @@ def job_compose_view(request: HttpRequest, slug: str) -> HttpResponse:
     chosen = values.get("environment") if isinstance(values.get("environment"), str) else ""
     clusters = clusters_from_settings()
     several = clusters.several  # then each partition and environment lists the clusters offering it
-    partitions = [(partition, " ".join(known.name for known in clusters.all
-                                       if not known.refusal("partition", partition.name)) if several else "")
-                  for partition in partition_limits_list()]
+    if several:  # each cluster's partitions with its own sizes (#38)
+        policy = policy_current()
+        partitions = [(partition_limits(rules, is_default=rules.name == policy.default_partition), offered)
+                      for rules, offered in partitions_offered(policy, clusters)]
+    else:
+        partitions = [(partition, "") for partition in partition_limits_list()]
     parameter_errors = errors.get("parameters", {}) if isinstance(errors.get("parameters"), dict) else {}
     fields = [{"parameter": p, "value": _form_value(p, values.get(p.name)),
                "errors": parameter_errors.get(p.name, [])} for p in template.parameters]

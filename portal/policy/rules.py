@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 # JupyterHub 6's rule for new named servers (jupyterhub.slugs.is_valid_safe_slug).
@@ -93,7 +93,21 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class ClusterRules:
+    """A cluster other than the default one (#38): its partitions as its own poll cycle last saw them
+    (none yet: the default cluster's, and Slurm decides), its groups' limits where its file gives
+    them (None: the site's), and the profiles it offers (None: all)."""
+
+    partitions: dict[str, PartitionRules] = field(default_factory=dict)
+    default_partition: str = ""
+    groups: dict[str, GroupRules] | None = None
+    profiles: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Policy:
+    """The default cluster's policy; `on(name)` gives another cluster's."""
+
     partitions: dict[str, PartitionRules]
     default_partition: str
     groups: dict[str, GroupRules] = field(default_factory=dict)
@@ -101,6 +115,21 @@ class Policy:
     # Each portal user's LDAP groups as synced at login: the hub goes by these, not by what it was
     # told at its own last login (a session the portal starts may come before any hub login).
     members: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    clusters: dict[str, ClusterRules] = field(default_factory=dict)
+
+    def on(self, cluster: str) -> "Policy":
+        """The policy of work on `cluster`: this one for the default cluster (or '', a one-cluster
+        site's), that cluster's partitions, limits and profiles for another one."""
+        rules = self.clusters.get(cluster)
+        if rules is None:
+            return self
+        return replace(
+            self, clusters={},
+            partitions=rules.partitions or self.partitions,
+            default_partition=rules.default_partition if rules.partitions else self.default_partition,
+            groups=self.groups if rules.groups is None else rules.groups,
+            profiles={name: profile for name, profile in self.profiles.items()
+                      if rules.profiles is None or name in rules.profiles})
 
     def groups_of(self, username: str, fallback: Iterable[str] = ()) -> list[str]:
         return list(self.members[username]) if username in self.members else list(fallback)
@@ -127,14 +156,26 @@ class Policy:
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(f"policy format {data.get('version')!r}, expected {FORMAT_VERSION}")
         return cls(
-            partitions={name: PartitionRules(**rules) for name, rules in data["partitions"].items()},
+            partitions=_partitions(data["partitions"]),
             default_partition=data["default_partition"],
-            groups={name: GroupRules(**_tuples(rules, "partitions", "environments"))
-                    for name, rules in data["groups"].items()},
+            groups=_groups(data["groups"]),
             profiles={name: Profile(**_tuples(profile, "groups"))
                       for name, profile in data["profiles"].items()},
             members={name: tuple(groups) for name, groups in data.get("members", {}).items()},
+            clusters={name: ClusterRules(
+                partitions=_partitions(rules["partitions"]), default_partition=rules["default_partition"],
+                groups=None if rules["groups"] is None else _groups(rules["groups"]),
+                profiles=None if rules["profiles"] is None else tuple(rules["profiles"]))
+                for name, rules in data.get("clusters", {}).items()},
         )
+
+
+def _partitions(data: dict[str, Any]) -> dict[str, PartitionRules]:
+    return {name: PartitionRules(**rules) for name, rules in data.items()}
+
+
+def _groups(data: dict[str, Any]) -> dict[str, GroupRules]:
+    return {name: GroupRules(**_tuples(rules, "partitions", "environments")) for name, rules in data.items()}
 
 
 def _tuples(data: dict[str, Any], *keys: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ changes it, and the spawner re-reads it when its modification time changes.
 """
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -14,7 +15,8 @@ from portal.accounts.models import User
 from portal.cluster.models import Node, Partition
 from portal.core.published import file_publish
 from portal.policy.models import ResourceProfile
-from portal.policy.rules import GroupRules, PartitionRules, Policy, Profile
+from portal.policy.rules import ClusterRules, GroupRules, PartitionRules, Policy, Profile
+from slurm.clusters import Cluster, Clusters, clusters_from_settings
 
 
 def _partition_rules(partition: Partition, nodes: list[Node]) -> PartitionRules:
@@ -39,23 +41,61 @@ def _group_rules(data: dict[str, Any]) -> GroupRules:
                          else value for key, value in data.items()})
 
 
-def policy_current(*, with_members: bool = False) -> Policy:
-    """The policy now: a few queries (partitions, nodes, profiles). The users' groups are for the
-    published file only (the portal reads them from the user at hand)."""
-    nodes = list(Node.objects.all())
-    partitions = list(Partition.objects.prefetch_related("gpus"))
+def _groups(configured: dict[str, dict[str, Any]]) -> dict[str, GroupRules]:
+    return {name: _group_rules(rules) for name, rules in configured.items()}
+
+
+def _snapshot(partitions: list[Partition], nodes: list[Node]) -> tuple[dict[str, PartitionRules], str]:
+    """A cluster's partitions as the policy sizes them, and its default one."""
     default = next((p.name for p in partitions if p.is_default), partitions[0].name if partitions else "")
+    return {p.name: _partition_rules(p, nodes) for p in partitions}, default
+
+
+def _cluster_rules(cluster: Cluster) -> ClusterRules:
+    """Another cluster's policy (#38): its own snapshot, and its file's limits and profiles."""
+    partitions, default = _snapshot(list(Partition.every_cluster.filter(cluster=cluster.name)
+                                         .prefetch_related("gpus")),
+                                    list(Node.every_cluster.filter(cluster=cluster.name)))
+    return ClusterRules(partitions=partitions, default_partition=default, profiles=cluster.profiles,
+                        groups=None if cluster.groups is None else _groups(cluster.groups))
+
+
+def policy_current(*, with_members: bool = False) -> Policy:
+    """The policy now: a few queries (partitions, nodes, profiles; and each other cluster's
+    partitions and nodes). The users' groups are for the published file only (the portal reads them
+    from the user at hand)."""
+    clusters = clusters_from_settings()
+    home = clusters.default  # its file's limits and profiles, where it gives them, are the site's
+    partitions, default = _snapshot(list(Partition.objects.prefetch_related("gpus")),
+                                    list(Node.objects.all()))
     members = User.objects.filter(is_active=True).exclude(ldap_groups=[]).order_by("username").values_list(
         "username", "ldap_groups") if with_members else []
     return Policy(
-        partitions={p.name: _partition_rules(p, nodes) for p in partitions},
+        partitions=partitions,
         default_partition=default,
-        groups={name: _group_rules(rules) for name, rules in settings.POLICY_GROUPS.items()},
+        groups=_groups(settings.POLICY_GROUPS if home.groups is None else home.groups),
         profiles={p.name: Profile(name=p.name, title=p.title, partition=p.partition, gpus=p.gpus,
                                   hours=p.hours, nodes=p.nodes, groups=tuple(p.groups or ()))
-                  for p in ResourceProfile.objects.all()},
+                  for p in ResourceProfile.objects.all() if home.profiles is None or p.name in home.profiles},
         members={username: tuple(groups) for username, groups in members},
+        clusters={cluster.name: _cluster_rules(cluster) for cluster in clusters.all if not cluster.default},
     )
+
+
+def partitions_offered(policy: Policy, clusters: Clusters,
+                       groups: Iterable[str] | None = None) -> list[tuple[PartitionRules, str]]:
+    """The forms' partition pickers with several clusters (#38): one entry per partition and size,
+    with the names of the clusters (space-separated) whose snapshot has it so, whose file offers it
+    and, given the user's `groups`, whose limits allow it. The default cluster's come first."""
+    offered: dict[PartitionRules, list[str]] = {}
+    for known in sorted(clusters.all, key=lambda cluster: not cluster.default):
+        on = policy.on(known.name)
+        allowed = None if groups is None else on.rules_for(groups).partitions
+        for partition in on.partitions.values():
+            refused = known.refusal("partition", partition.name)
+            if not refused and (allowed is None or partition.name in allowed):
+                offered.setdefault(partition, []).append(known.name)
+    return [(partition, " ".join(sorted(names))) for partition, names in offered.items()]
 
 
 def user_groups(user: User) -> list[str]:

@@ -86,6 +86,7 @@ def cluster_poll_cycle(*, cluster: str, slurm: Slurm | None = None) -> CycleRepo
         slurm = slurm or Slurm.from_settings(cluster)
         status, queue = cluster_refresh(slurm=slurm, cluster=cluster)
         cluster_changed()  # the cluster page shows every cluster
+        policy_publish()  # its partitions are its sessions' policy, in the hub too
         if queue is None:
             return CycleReport(ran=True, status=status)
         # Deprovisioned users' work on this cluster ends here at the latest, as on the default one.

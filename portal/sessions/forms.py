@@ -7,6 +7,7 @@ from portal.accounts.models import User
 from portal.environments.models import Environment
 from portal.environments.selectors import clusters_offering, environment_choices
 from portal.policy.rules import SERVER_NAME_RULE, PartitionRules, Policy
+from portal.policy.services import partitions_offered
 from portal.projects.selectors import budget_label, project_budget, user_projects
 from slurm.clusters import clusters_from_settings
 
@@ -52,14 +53,14 @@ class ServerStartForm(forms.Form):
         if clusters.several:
             self.fields["cluster"].widget.choices = [(known.name, known.title) for known in clusters.all]
             self.fields["cluster"].initial = clusters.default.name
-            # Each partition and environment lists the clusters offering it (core/cluster_offers.js).
+            # Each partition and environment lists the clusters offering it (core/cluster_offers.js):
+            # those whose snapshot has it, whose file offers it and whose limits allow the user it.
+            entries = partitions_offered(policy, clusters, groups)
             self.fields["partition"].widget = OfferedSelect(
-                choices=self.fields["partition"].widget.choices,
-                offered={p.name: " ".join(known.name for known in clusters.all
-                                          if not known.refusal("partition", p.name)) for p in partitions})
+                choices=[(p.name, _label(p)) for p, _ in entries], offered=[names for _, names in entries])
             self.fields["environment"].widget = OfferedSelect(
                 choices=self.fields["environment"].choices,
-                offered={e.name: clusters_offering(clusters, e) for e in environments})
+                offered=[None] + [clusters_offering(clusters, e) for e in environments])
         else:  # a one-cluster site's form is as before #38
             del self.fields["cluster"]
         today = timezone.localdate()
@@ -73,16 +74,19 @@ class ServerStartForm(forms.Form):
 
 
 class OfferedSelect(forms.Select):
-    """A select whose options name the clusters that offer them (data-clusters)."""
+    """A select whose options name the clusters that offer them (data-clusters), one entry per
+    choice in order (None: every cluster). Two options may share a value: a partition whose size
+    differs between clusters is offered once per size."""
 
-    def __init__(self, *, offered: dict[str, str], **kwargs: Any) -> None:
+    def __init__(self, *, offered: list[str | None], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.offered = offered
 
-    def create_option(self, name: str, value: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        option = super().create_option(name, value, *args, **kwargs)
-        if str(value) in self.offered:
-            option["attrs"]["data-clusters"] = self.offered[str(value)]
+    def create_option(self, name: str, value: Any, label: Any, selected: Any, index: int,
+                      *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, *args, **kwargs)
+        if (clusters := self.offered[index]) is not None:
+            option["attrs"]["data-clusters"] = clusters
         return option
 
 

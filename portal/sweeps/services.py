@@ -157,7 +157,7 @@ def sweep_prepare(*, user: User, spec: SweepSpec) -> SweepDraft:
             raise InvalidInput({"space": [f"Task {index}: {error}"]}) from None
         argv.append(words)
     gpus = job.nodes * job.gpus_per_node
-    allowed = policy_current().rules_for(user_groups(user)).max_gpus
+    allowed = policy_current().on(job.cluster).rules_for(user_groups(user)).max_gpus
     at_once = min(spec.concurrency, len(tasks))
     if gpus * at_once > allowed:
         raise InvalidInput({"concurrency": [f"{at_once} tasks at once of {gpus} GPU(s) each is over your "

@@ -76,6 +76,10 @@ def app_start(*, user: User, type: Any, parameters: Any = None, job: Job | None 
     if app_type is None:
         raise InvalidInput({"type": [f"Unknown app type {type!r}; GET /api/v1/app-types/ lists them."]})
     cluster = work_cluster(cluster)
+    offered = clusters_from_settings().get(cluster)
+    if refused := (offered.refusal("environment", app_type.environment)
+                   or offered.refusal("partition", settings.APPS_PARTITION)):
+        raise InvalidInput({"cluster": [refused]})
     home = unix_account(user.username).pw_dir.rstrip("/")
     values = parameters_clean(app_type=app_type, given={} if parameters is None else parameters,
                               username=user.username, home=home)

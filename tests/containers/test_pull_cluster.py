@@ -104,3 +104,17 @@ def test_deprovisioning_cancels_each_pull_on_its_own_cluster(user, image, two_cl
     assert work_end_all(Pull.objects.filter(state__in=Pull.ACTIVE), still={"state__in": Pull.ACTIVE},
                         ending=ending) == 1
     assert adapters["cluster-b"].operator_cancelled == ["9"] and "gpuportal" not in adapters
+
+
+def test_a_pull_on_a_cluster_without_the_images_runtime_is_a_400_naming_cluster(
+        token_client, image, tmp_path, settings, adapters):
+    folder = tmp_path / "offers.d"
+    folder.mkdir()
+    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
+    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\nruntimes = ["podman"]\n')
+    settings.CLUSTERS_DIR = str(folder)
+    refused = token_client.post(f"/api/v1/images/{image.pk}/pull/", {"cluster": "cluster-b"}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["fields"]["cluster"] == [
+        "The cluster Cluster B (cluster-b) does not offer the runtime 'charliecloud'; it offers: podman."]
+    assert not Pull.objects.exists()

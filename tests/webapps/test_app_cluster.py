@@ -197,3 +197,19 @@ def test_an_app_that_answered_asks_its_own_clusters_cycle_and_a_tensorboard_runs
     response = token_client.post("/api/v1/tensorboards/", {"session": "onb"}, format="json")
     assert response.status_code == 201, response.json()
     assert App.objects.get(pk=response.json()["id"]).cluster == "cluster-b"
+
+
+def test_an_app_on_a_cluster_without_the_apps_partition_is_a_400_naming_cluster(
+        token_client, tmp_path, settings, adapters):
+    folder = tmp_path / "offers.d"
+    folder.mkdir()
+    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
+    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\npartitions = ["gpu"]\n')
+    settings.CLUSTERS_DIR = str(folder)
+    settings.APPS_PARTITION = "debug"
+    refused = token_client.post(APPS, {**WEB_APP, "cluster": "cluster-b"}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["fields"]["cluster"] == [
+        "The cluster Cluster B (cluster-b) does not offer the partition 'debug'; it offers: gpu."]
+    assert not App.objects.exists()
+    assert token_client.post(APPS, WEB_APP, format="json").status_code == 201

@@ -124,6 +124,7 @@ def job_prepare(*, user: User, template: str, parameters: Any, name: str | None 
     if problem := cluster_unknown(cluster):
         errors["cluster"] = [problem]
     chosen = None if errors.get("cluster") else clusters.get(cluster or None)
+    policy = policy.on(chosen.name) if chosen else policy  # its cluster's partitions and limits (#38)
     problems.update(_paths_check(user, found, values))
     partition = None
     if "partition" in values:

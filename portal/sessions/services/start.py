@@ -100,14 +100,14 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
     errors: dict[str, str] = {}
     if not SERVER_NAME.fullmatch(name or ""):
         errors["name"] = SERVER_NAME_RULE
-    policy = policy or policy_current()
-    if not policy.partitions:
-        raise InvalidInput({"partition": ["No partition known yet: the cluster has not been polled."]})
     active = list(Session.objects.filter(user=user, ended_at__isnull=True))
     clusters = clusters_from_settings()
     if problem := cluster_unknown(cluster):
         errors["cluster"] = problem
     chosen = None if "cluster" in errors else clusters.get(cluster or None)
+    policy = (policy or policy_current()).on(chosen.name if chosen else "")  # its cluster's (#38)
+    if not policy.partitions:
+        raise InvalidInput({"partition": ["No partition known yet: the cluster has not been polled."]})
     if chosen is not None and chosen.partitions is not None and not partition and not profile:
         # The site's default partition where the cluster offers it, else the first it offers.
         partition = chosen.partition_default(policy.default_partition, policy.partitions) or None
@@ -126,7 +126,9 @@ def server_options_clean(*, user: User, name: str, partition: str | None = None,
         errors["account"] = f"{account!r} is not one of your projects; GET /api/v1/projects/ lists yours."
     size = None
     try:
-        size = session_resolve(policy, groups=user_groups(user), usage=_usage(active), request=SessionRequest(
+        here = chosen.name if chosen else clusters.default.name  # each cluster's limits count its own
+        usage = _usage([server for server in active if server.cluster == here])
+        size = session_resolve(policy, groups=user_groups(user), usage=usage, request=SessionRequest(
             partition=partition or None, gpus=gpus, hours=hours, nodes=nodes, environment=environment,
             profile=profile))
     except PolicyRefusal as refusal:

@@ -1,6 +1,6 @@
 // With several clusters (#38): the partition and environment pickers offer only what the picked
-// cluster's file offers. Each such option lists its clusters in data-clusters; the server checks
-// again (a 400 naming the field).
+// cluster offers. Each such option lists its clusters in data-clusters; a partition whose size
+// differs between clusters has an option per size. The server checks again (a 400 naming the field).
 (function () {
   "use strict";
   const picker = document.getElementById("id_cluster");
@@ -15,9 +15,11 @@
       }
       const chosen = select.selectedOptions[0];
       if (chosen && chosen.disabled) {
-        const first = Array.from(select.options).find((option) => !option.disabled);
-        if (first) {
-          first.selected = true;
+        // The same partition as that cluster has it (its size may differ), else the first offered.
+        const usable = Array.from(select.options).filter((option) => !option.disabled);
+        const next = usable.find((option) => option.value === chosen.value) || usable[0];
+        if (next) {
+          next.selected = true;
           select.dispatchEvent(new Event("change"));
         }
       }
