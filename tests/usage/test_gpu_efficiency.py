@@ -19,7 +19,6 @@ from tests.factories import JobFactory, UserFactory
 from tests.sessions.factories import SessionFactory
 
 pytestmark = pytest.mark.django_db
-NOW = time.time()
 
 
 def _job(user, *, hours_ago: float, samples=(), **fields):
@@ -35,7 +34,8 @@ def _job(user, *, hours_ago: float, samples=(), **fields):
 
 def _samples(*utils: float) -> list[GpuSample]:
     """One sample per GPU, a minute apart for each value: GPU i reads utils[i]."""
-    return [GpuSample(t=NOW - 600 + 30 * k, gpu=gpu, util=util) for gpu, util in enumerate(utils)
+    now = time.time()  # when the fixture plants them, not when the module was collected: a slow run
+    return [GpuSample(t=now - 600 + 30 * k, gpu=gpu, util=util) for gpu, util in enumerate(utils)
             for k in range(2)]
 
 
