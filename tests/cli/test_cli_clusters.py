@@ -13,6 +13,7 @@ from gpuportal_cli.client import Client, Exit
 from gpuportal_cli.main import app
 from portal.jobs.models import Job
 from tests.cli.conftest import login
+from tests.clusters import clusters_dir
 
 CUSTOM = ("submit", "custom", "-p", "commands=true", "--gpus", "0", "--time", "5")
 
@@ -21,11 +22,7 @@ CUSTOM = ("submit", "custom", "-p", "commands=true", "--gpus", "0", "--time", "5
 def two_clusters(tmp_path, settings):
     """gpuportal (the default) and cluster-b, as two files of CLUSTERS_DIR (the live server is a thread
     of this process: it reads them)."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @pytest.fixture

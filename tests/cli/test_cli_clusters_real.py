@@ -12,6 +12,7 @@ from portal.jobs.models import IN_SLURM_STATES, Job
 from portal.poll.cycle import cluster_poll_cycle, poll_cycle
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
+from tests.clusters import clusters_dir
 from tests.hub import wait_for
 from tests.poll_helpers import slurm_poll
 from tests.slurm_waits import SLURM_PATIENCE
@@ -25,11 +26,7 @@ B = "cluster-b"
 def both_clusters_polled(transactional_db, tmp_path, settings):
     """Both of the bed's clusters configured, and beat's work for them: the default cluster's cycle
     and cluster-b's own, every second while the test runs. Cancels what the test left in Slurm."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     adapters = {"gpuportal": Slurm.from_settings(), B: Slurm.from_settings(B)}
     wait_for(lambda: slurm_poll(slurm=adapters["gpuportal"]).error == "", SLURM_PATIENCE,
              "a successful Slurm poll", interval=1)

@@ -11,24 +11,20 @@ from portal.containers.models import Image
 from portal.environments.models import Environment
 from portal.jobs.models import Job
 from portal.sessions.models import Session
+from tests.clusters import clusters_dir
 from tests.environments.conftest import environment
 from tests.sessions.test_api import URL, hub, partitions  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 
-B = ('name = "cluster-b"\ntitle = "Cluster B"\npartitions = ["debug"]\nenvironments = ["pytorch", "ngc"]\n'
-     'runtimes = ["podman"]\n')
+B = 'partitions = ["debug"]\nenvironments = ["pytorch", "ngc"]\nruntimes = ["podman"]\n'
 JOB = {"template": "custom", "cluster": "cluster-b", "parameters": {"commands": "true", "time_limit": 5}}
 
 
 @pytest.fixture
 def two_clusters(tmp_path, settings):
     """gpuportal (the default, offering everything) and cluster-b (debug, pytorch and ngc, podman)."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(B)
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path, b=B)
 
 
 @pytest.fixture

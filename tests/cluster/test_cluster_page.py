@@ -11,17 +11,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.cluster.models import Node, Partition, PartitionGpu, PollStatus
+from tests.clusters import clusters_dir
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 def _snapshot(cluster: str, *, nodes: int, gpus: int, used: int, state: str = "mixed",

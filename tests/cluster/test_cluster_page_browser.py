@@ -11,16 +11,13 @@ from django.utils import timezone
 from portal.cluster.models import PollStatus
 from tests.browser.test_accessibility_browser import AXE, FAILING, NARROW, WIDTHS, _check_page, _login
 from tests.cluster.test_cluster_page import _snapshot
+from tests.clusters import clusters_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_page_of_two_clusters_passes_axe_and_fits_a_phone(live_server, browser, tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     _snapshot("gpuportal", nodes=4, gpus=4, used=1, running=3, pending=1)
     _snapshot("cluster-b", nodes=1, gpus=2, used=2, state="down*", pending=2)
     now = timezone.now()

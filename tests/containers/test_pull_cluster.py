@@ -16,6 +16,7 @@ from portal.containers.services import image_create
 from portal.lifecycle.work import db_now, work_end_all
 from portal.poll.cycle import queue_follow
 from slurm.adapter import Slurm
+from tests.clusters import clusters_dir
 from tests.containers.test_pulls import REFERENCE, FakeSlurm, _queued, logs  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("logs")]
@@ -29,11 +30,7 @@ def image(db):
 @pytest.fixture
 def two_clusters(tmp_path, settings):
     """gpuportal (the default) and cluster-b, as two files of CLUSTERS_DIR."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @dataclass
@@ -108,11 +105,7 @@ def test_deprovisioning_cancels_each_pull_on_its_own_cluster(user, image, two_cl
 
 def test_a_pull_on_a_cluster_without_the_images_runtime_is_a_400_naming_cluster(
         token_client, image, tmp_path, settings, adapters):
-    folder = tmp_path / "offers.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\nruntimes = ["podman"]\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path, b='runtimes = ["podman"]\n', name="offers.d")
     refused = token_client.post(f"/api/v1/images/{image.pk}/pull/", {"cluster": "cluster-b"}, format="json")
     assert refused.status_code == 400
     assert refused.json()["fields"]["cluster"] == [

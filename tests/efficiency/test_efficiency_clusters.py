@@ -12,6 +12,7 @@ from portal.efficiency.models import Efficiency
 from portal.efficiency.services import efficiency_record
 from portal.poll.cycle import cluster_poll_cycle
 from slurm.parsing import JobEfficiency, Parsed
+from tests.clusters import clusters_dir
 from tests.factories import JobFactory
 from tests.sessions.factories import SessionFactory
 
@@ -20,11 +21,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     settings.JUPYTERHUB_API_URL = "http://127.0.0.1:9/hub/api"
 
 

@@ -12,6 +12,7 @@ from portal.core.errors import Conflict
 from portal.extensions.services import job_extend, session_extend
 from portal.jobs.models import Job
 from slurm.adapter import Slurm
+from tests.clusters import clusters_dir
 from tests.factories import JobFactory
 from tests.sessions.factories import PartitionFactory, SessionFactory, SlurmJobFactory
 
@@ -32,11 +33,7 @@ class RecordingSlurm(Slurm):
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     settings.POLICY_GROUPS = {"*": {"max_hours": 2}}
     PartitionFactory()
 

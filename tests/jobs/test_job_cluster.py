@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from portal.jobs.models import Job, JobState, default_cluster
 from portal.jobs.services.submission import jobs_submit_first_attempts
+from tests.clusters import clusters_dir
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -20,11 +21,7 @@ CUSTOM = {"template": "custom", "parameters": {"commands": "true", "partition": 
 @pytest.fixture
 def two_clusters(tmp_path, settings):
     """gpuportal (the default) and cluster-b, as two files of CLUSTERS_DIR."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @pytest.fixture

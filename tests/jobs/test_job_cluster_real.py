@@ -12,6 +12,7 @@ from portal.jobs.models import TERMINAL_STATES, Job, JobState
 from portal.poll.cycle import cluster_poll_cycle, poll_cycle
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
+from tests.clusters import clusters_dir
 from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -22,11 +23,7 @@ B = "cluster-b"
 @pytest.fixture
 def two_clusters(polled, tmp_path, settings) -> dict[str, Slurm]:
     """Both clusters' adapters, after the default cluster's snapshot (its partitions) is stored."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     adapters = {"gpuportal": Slurm.from_settings(), B: Slurm.from_settings(B)}
     yield adapters
     for job in Job.objects.exclude(slurm_job_id="").exclude(state__in=TERMINAL_STATES).select_related("user"):

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from portal.cluster.models import Node, Partition
 from portal.jobs.models import Job, JobState
 from portal.metrics.services import scrape_token_create
+from tests.clusters import clusters_dir
 from tests.metrics.conftest import gpu_jobs_plant
 
 pytestmark = pytest.mark.django_db
@@ -16,11 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 def test_gpu_gauges_are_per_cluster(settings):

@@ -14,14 +14,14 @@ from portal.policy.services import policy_current, policy_publish
 from portal.sessions.models import Session
 from slurm.clusters import ClustersError, cluster_read, clusters_from_settings
 from spawners.options import OptionError, rebuild_options
+from tests import clusters
+from tests.clusters import clusters_dir
 from tests.sessions.factories import PartitionFactory
 from tests.sessions.test_api import URL, hub  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
-B_FILE = """name = "cluster-b"
-title = "Cluster B"
-profiles = ["small"]
+B_POLICY = """profiles = ["small"]
 
 [policy.groups."*"]
 max_gpus = 1
@@ -33,11 +33,7 @@ max_hours = 2
 def two_clusters(tmp_path, settings):
     """gpuportal (the default, the site's POLICY_GROUPS) and cluster-b (1 GPU and 2 h for anybody),
     each with its own snapshot: gpuportal's `gpu` has 4 GPUs per node, cluster-b's `gpu` 2."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(B_FILE)
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path, b=B_POLICY)
     settings.POLICY_GROUPS = {"*": {"max_gpus": 4, "max_hours": 24}}
     PartitionFactory()
     b = Partition.every_cluster.create(cluster="cluster-b", name="gpu", is_default=True, node_count=1,
@@ -139,7 +135,7 @@ def test_a_bad_policy_in_a_cluster_file_names_its_field(tmp_path, policy, messag
 
 def test_a_good_policy_in_a_cluster_file_is_read(tmp_path):
     path = tmp_path / "b.toml"
-    path.write_text(B_FILE + '\n[policy.groups.ml]\nmax_gpus = 2\npartitions = ["gpu"]\n')
+    path.write_text(clusters.B + B_POLICY + '\n[policy.groups.ml]\nmax_gpus = 2\npartitions = ["gpu"]\n')
     cluster = cluster_read(path)
     assert cluster.profiles == ("small",)
     assert cluster.groups == {"*": {"max_gpus": 1, "max_hours": 2},
@@ -150,11 +146,11 @@ def test_a_good_policy_in_a_cluster_file_is_read(tmp_path):
 def test_the_forms_offer_each_clusters_partitions_with_its_own_sizes(two_clusters, client, user, hub):  # noqa: F811
     client.force_login(user)
     servers = client.get("/servers/").content.decode()
-    for clusters, gpus in (("gpuportal", 4), ("cluster-b", 2)):
-        assert re.search(rf'<option value="gpu"[^>]* data-clusters="{clusters}"[^>]*>'
+    for cluster, gpus in (("gpuportal", 4), ("cluster-b", 2)):
+        assert re.search(rf'<option value="gpu"[^>]* data-clusters="{cluster}"[^>]*>'
                          rf'gpu \(1 node\(s\), {gpus} GPUs', servers)
     assert re.search(r'<option value="bonly"[^>]* data-clusters="cluster-b"', servers)
     compose = client.get("/jobs/new/custom/").content.decode()
-    for clusters, gpus in (("gpuportal", 4), ("cluster-b", 2)):
-        assert re.search(rf'<option value="gpu"[^>]* data-clusters="{clusters}"\s+data-max-time=""'
+    for cluster, gpus in (("gpuportal", 4), ("cluster-b", 2)):
+        assert re.search(rf'<option value="gpu"[^>]* data-clusters="{cluster}"\s+data-max-time=""'
                          rf'\s+data-max-gpus="{gpus}"', compose)

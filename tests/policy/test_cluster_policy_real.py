@@ -15,6 +15,7 @@ from portal.sessions.services.start import server_options_clean
 from slurm.adapter import Slurm
 from slurm.clusters import clusters_from_settings
 from spawners.options import OptionError, rebuild_options
+from tests.clusters import clusters_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -23,12 +24,7 @@ B = "cluster-b"
 
 @pytest.fixture
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / f"{B}.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n\n'
-                                      '[policy.groups."*"]\nmax_hours = 6\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path, b='\n[policy.groups."*"]\nmax_hours = 6\n')
     settings.POLICY_FILE = str(tmp_path / "policy.json")
     assert poll_cycle(slurm=Slurm.from_settings("gpuportal")).ran
     assert cluster_poll_cycle(cluster=B, slurm=Slurm.from_settings(B)).ran

@@ -12,6 +12,7 @@ from portal.jobs.models import JobState
 from portal.poll.cycle import cluster_poll_cycle
 from portal.waits.models import Waiting
 from slurm.adapter import Slurm
+from tests.clusters import clusters_dir
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -21,11 +22,7 @@ B = "cluster-b"
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     settings.JUPYTERHUB_API_URL = "http://127.0.0.1:9/hub/api"
     settings.JUPYTERHUB_TIMEOUT_SECONDS = 1
 

@@ -22,6 +22,7 @@ from portal.poll import cycle
 from portal.poll.cycle import LOCK, cluster_poll_cycle
 from slurm.errors import SlurmUnreachable
 from slurm.parsing import AccountedJob, NodeInPartition, Parsed, QueuedJob
+from tests.clusters import clusters_dir
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -29,11 +30,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from portal.jobs.services.submission import SLURM_DOWN_REASON
 from portal.poll.cycle import cluster_poll_cycle, poll_cycle
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
+from tests.clusters import clusters_dir
 from tests.conftest import ROOT
 from tests.slurm_waits import SLURM_PATIENCE
 
@@ -30,11 +31,7 @@ API_LISTS = ["/api/v1/cluster/", "/api/v1/jobs/", "/api/v1/sessions/", "/api/v1/
 
 @pytest.fixture
 def two_clusters(tmp_path, settings) -> dict[str, Slurm]:
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     adapters = {"gpuportal": Slurm.from_settings(), B: Slurm.from_settings(B)}
     assert poll_cycle(slurm=adapters["gpuportal"]).status.error == ""  # the partitions jobs are checked on
     yield adapters

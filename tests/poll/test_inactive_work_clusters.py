@@ -17,6 +17,7 @@ from portal.sessions.models import Session
 from portal.webapps.models import App, AppState
 from slurm.adapter import Slurm
 from slurm.parsing import Parsed, QueuedJob
+from tests.clusters import clusters_dir
 from tests.factories import AppFactory, JobFactory, UserFactory
 from tests.sessions.factories import SessionFactory, SlurmJobFactory
 
@@ -25,11 +26,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     settings.JUPYTERHUB_API_URL = "http://127.0.0.1:9/hub/api"
     settings.JUPYTERHUB_TIMEOUT_SECONDS = 1
 

@@ -18,6 +18,7 @@ from portal.projects.models import Project, ProjectClusterBudget
 from portal.projects.selectors import budgets_shown
 from portal.projects.services import projects_sync_clusters, projects_usage_refresh
 from slurm.errors import SlurmUnreachable
+from tests.clusters import clusters_dir
 from tests.factories import UserFactory
 from tests.projects.test_sync_guard import RecordingSlurm
 
@@ -28,11 +29,7 @@ B = "cluster-b"
 
 @pytest.fixture
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@
 import pytest
 
 from portal.jobs.models import Job
+from tests.clusters import clusters_dir
 from tests.provenance.test_rerun import _ran, alices_data, dispatched  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
@@ -11,11 +12,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 def test_a_rerun_runs_on_its_jobs_cluster(user, token_client, partitions, alices_data, dispatched,  # noqa: F811

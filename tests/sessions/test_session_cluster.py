@@ -20,6 +20,7 @@ from portal.sessions.services.slurm_sync import servers_apply_queue, sessions_fo
 from slurm.adapter import Slurm
 from slurm.parsing import QueuedJob
 from slurm.runner import SlurmRunner
+from tests.clusters import clusters_dir
 from tests.sessions.factories import SessionFactory
 from tests.sessions.test_api import URL, hub, partitions  # noqa: F401 (fixtures)
 
@@ -29,11 +30,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def two_clusters(tmp_path, settings):
     """gpuportal (the default) and cluster-b, as two files of CLUSTERS_DIR."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 def _adapter(cluster: str | None) -> Slurm:

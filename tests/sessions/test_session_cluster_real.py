@@ -12,6 +12,7 @@ import requests
 
 from portal.poll.cycle import cluster_poll_cycle
 from portal.sessions.models import Session
+from tests.clusters import clusters_dir
 from tests.hub import wait_for
 from tests.sessions.test_servers_real import ready_server
 from tests.slurm_waits import SLURM_PATIENCE
@@ -24,11 +25,7 @@ URL = "/api/v1/sessions/"
 
 @pytest.fixture
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 def b_queue(job_id: str) -> str:

@@ -20,9 +20,7 @@ from slurm.adapter import Slurm
 from slurm.clusters import Cluster, ClustersError, clusters_from_settings, clusters_load
 from slurm.rest import SlurmRest
 from slurm.runner import SlurmRunner
-
-B = 'name = "cluster-b"\ntitle = "Cluster B"\n'
-DEFAULT = 'name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n'
+from tests.clusters import DEFAULT, B
 
 
 def folder(tmp_path: Path, **files: str) -> Path:

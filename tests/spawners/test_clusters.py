@@ -14,6 +14,7 @@ from slurm.clusters import Cluster, Clusters
 from spawners.options import OptionError, ServerOptions, rebuild_options
 from spawners.queue_poller import shared_poller
 from spawners.slurm_spawner import PortalSlurmSpawner, apply_portal_options
+from tests.clusters import clusters_dir as cluster_files
 from tests.spawners.test_options import POLICY, make_spawner, rebuild
 
 ONE = Clusters(all=(Cluster(name="gpuportal", title="GPU", default=True, adapter="sudo"),))
@@ -23,13 +24,9 @@ TWO = Clusters(all=(*ONE.all, Cluster(name="cluster-b", title="B", default=False
 @pytest.fixture
 def clusters_dir(tmp_path):
     """gpuportal (the default) and cluster-b, as two files; not writable by the test's account."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
     if os.geteuid() != 0:
         pytest.skip("the cluster files must not be the hub's own (slurm/clusters.py)")
-    return str(folder)
+    return cluster_files(tmp_path)
 
 
 def test_the_option_is_a_configured_cluster_kept_only_where_there_are_several():

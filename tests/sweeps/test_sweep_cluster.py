@@ -8,6 +8,7 @@ from portal.jobs.models import Job, JobState
 from portal.poll.cycle import queue_follow
 from portal.sweeps.models import Sweep
 from slurm.parsing import Parsed, QueuedJob
+from tests.clusters import clusters_dir
 
 pytestmark = pytest.mark.django_db
 
@@ -19,11 +20,7 @@ GRID = {"template": "pytorch-train", "parameters": {"args": "--epochs 1 --train-
 @pytest.fixture
 def two_clusters(tmp_path, settings):
     """gpuportal (the default) and cluster-b, as two files of CLUSTERS_DIR."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @pytest.fixture

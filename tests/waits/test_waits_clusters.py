@@ -15,6 +15,7 @@ from portal.poll.cycle import cluster_poll_cycle
 from portal.waits.models import FairShareRow, Waiting
 from portal.waits.services import waits_refresh
 from slurm.parsing import FairShare, Parsed, PendingStart, PriorityFactors, QueuedJob
+from tests.clusters import clusters_dir
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -23,11 +24,7 @@ NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from portal.webapps.models import App, AppState
 from portal.webapps.services import app_answered, app_stop, app_submit_first_attempt, apps_follow
 from slurm.adapter import Slurm
 from slurm.parsing import Parsed, QueuedJob
+from tests.clusters import clusters_dir
 from tests.factories import AppFactory, JobFactory
 from tests.sessions.factories import SessionFactory
 
@@ -35,11 +36,7 @@ def app_types(db, settings, monkeypatch):
 @pytest.fixture
 def two_clusters(tmp_path, settings):
     """gpuportal (the default) and cluster-b, as two files of CLUSTERS_DIR."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @dataclass
@@ -201,11 +198,7 @@ def test_an_app_that_answered_asks_its_own_clusters_cycle_and_a_tensorboard_runs
 
 def test_an_app_on_a_cluster_without_the_apps_partition_is_a_400_naming_cluster(
         token_client, tmp_path, settings, adapters):
-    folder = tmp_path / "offers.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\npartitions = ["gpu"]\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path, b='partitions = ["gpu"]\n', name="offers.d")
     settings.APPS_PARTITION = "debug"
     refused = token_client.post(APPS, {**WEB_APP, "cluster": "cluster-b"}, format="json")
     assert refused.status_code == 400

@@ -15,6 +15,7 @@ from portal.webapps.catalog import catalog_sync
 from portal.webapps.models import ACTIVE_STATES, App, AppState
 from slurm.adapter import Slurm
 from slurm.errors import SlurmError
+from tests.clusters import clusters_dir
 from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -26,11 +27,7 @@ SERVE = 'exec python3 -m http.server "$PORT" --bind 127.0.0.1'
 @pytest.fixture
 def on_two_clusters(tmp_path, settings, live_server) -> Slurm:
     """cluster-b's adapter, with both clusters configured; the app's runner reports to this portal."""
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / f"{B}.toml").write_text(f'name = "{B}"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
     settings.PORTAL_URL_FOR_JOBS = live_server.url
     catalog_sync()
     slurm = Slurm.from_settings(B)

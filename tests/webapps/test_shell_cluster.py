@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from portal.webapps.models import App
+from tests.clusters import clusters_dir
 from tests.factories import JobFactory
 from tests.sessions.factories import SessionFactory
 
@@ -14,11 +15,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def two_clusters(tmp_path, settings):
-    folder = tmp_path / "clusters.d"
-    folder.mkdir()
-    (folder / "gpuportal.toml").write_text('name = "gpuportal"\ntitle = "GPU cluster"\ndefault = true\n')
-    (folder / "cluster-b.toml").write_text('name = "cluster-b"\ntitle = "Cluster B"\n')
-    settings.CLUSTERS_DIR = str(folder)
+    settings.CLUSTERS_DIR = clusters_dir(tmp_path)
 
 
 @pytest.fixture
