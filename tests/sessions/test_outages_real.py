@@ -1,6 +1,7 @@
 """Session pages and the sessions API against the real hub and Slurm: they read the portal's database
-alone, so with the hub hung or killed, or slurmctld stopped, they answer within 100 ms and say since
-when and why the states may be out of date; a server started at the hub's own API becomes a session
+alone, so with the hub hung or killed, or slurmctld stopped, they answer at once (a median under a
+second, where the hub's and Slurm's timeouts are 15 and 20 s) and say since when and why the states
+may be out of date; a server started at the hub's own API becomes a session
 at the next poll cycle."""
 
 import os
@@ -23,7 +24,9 @@ from tests.sessions.test_servers_real import ready_server
 from tests.slurm_waits import SLURM_PATIENCE
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-LIMIT_SECONDS = 0.1
+# Far under the hub's and Slurm's timeouts: a read that waited on either would take seconds. How
+# fast the pages are is bench/'s to say, not a timed test's (on a slow machine /servers/ takes ~0.1 s).
+LIMIT_SECONDS = 1.0
 READS = ("/api/v1/sessions/", "/api/v1/sessions/kept/", "/servers/", "/servers/cards/")
 
 
