@@ -16,7 +16,7 @@ from portal.cluster.models import Node, Partition
 from portal.core.published import file_publish
 from portal.policy.models import ResourceProfile
 from portal.policy.rules import ClusterRules, GroupRules, PartitionRules, Policy, Profile
-from slurm.clusters import Cluster, Clusters, clusters_from_settings
+from slurm.clusters import Clusters, clusters_from_settings
 
 
 def _partition_rules(partition: Partition, nodes: list[Node]) -> PartitionRules:
@@ -51,34 +51,35 @@ def _snapshot(partitions: list[Partition], nodes: list[Node]) -> tuple[dict[str,
     return {p.name: _partition_rules(p, nodes) for p in partitions}, default
 
 
-def _cluster_rules(cluster: Cluster) -> ClusterRules:
-    """Another cluster's policy (#38): its own snapshot, and its file's limits and profiles."""
-    partitions, default = _snapshot(list(Partition.every_cluster.filter(cluster=cluster.name)
-                                         .prefetch_related("gpus")),
-                                    list(Node.every_cluster.filter(cluster=cluster.name)))
-    return ClusterRules(partitions=partitions, default_partition=default, profiles=cluster.profiles,
-                        groups=None if cluster.groups is None else _groups(cluster.groups))
-
-
 def policy_current(*, with_members: bool = False) -> Policy:
-    """The policy now: a few queries (partitions, nodes, profiles; and each other cluster's
-    partitions and nodes). The users' groups are for the published file only (the portal reads them
+    """The policy now: a few queries (every configured cluster's partitions and nodes at once,
+    profiles). Each cluster other than the default one gets its own snapshot and its file's limits
+    and profiles (#38). The users' groups are for the published file only (the portal reads them
     from the user at hand)."""
     clusters = clusters_from_settings()
+    names = [cluster.name for cluster in clusters.all]
+    partitions: dict[str, list[Partition]] = {name: [] for name in names}
+    for partition in Partition.every_cluster.filter(cluster__in=names).prefetch_related("gpus"):
+        partitions[partition.cluster].append(partition)
+    nodes: dict[str, list[Node]] = {name: [] for name in names}
+    for node in Node.every_cluster.filter(cluster__in=names):
+        nodes[node.cluster].append(node)
+    snapshots = {name: _snapshot(partitions[name], nodes[name]) for name in names}
     home = clusters.default  # its file's limits and profiles, where it gives them, are the site's
-    partitions, default = _snapshot(list(Partition.objects.prefetch_related("gpus")),
-                                    list(Node.objects.all()))
     members = User.objects.filter(is_active=True).exclude(ldap_groups=[]).order_by("username").values_list(
         "username", "ldap_groups") if with_members else []
     return Policy(
-        partitions=partitions,
-        default_partition=default,
+        partitions=snapshots[home.name][0],
+        default_partition=snapshots[home.name][1],
         groups=_groups(settings.POLICY_GROUPS if home.groups is None else home.groups),
         profiles={p.name: Profile(name=p.name, title=p.title, partition=p.partition, gpus=p.gpus,
                                   hours=p.hours, nodes=p.nodes, groups=tuple(p.groups or ()))
                   for p in ResourceProfile.objects.all() if home.profiles is None or p.name in home.profiles},
         members={username: tuple(groups) for username, groups in members},
-        clusters={cluster.name: _cluster_rules(cluster) for cluster in clusters.all if not cluster.default},
+        clusters={cluster.name: ClusterRules(
+            partitions=snapshots[cluster.name][0], default_partition=snapshots[cluster.name][1],
+            profiles=cluster.profiles, groups=None if cluster.groups is None else _groups(cluster.groups))
+            for cluster in clusters.all if not cluster.default},
     )
 
 
