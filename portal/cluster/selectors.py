@@ -92,12 +92,7 @@ def clusters_overview() -> ClustersOverview:
     the page costs the same whatever the number of clusters. The database alone, never Slurm."""
     configured = clusters_from_settings()
     names = [cluster.name for cluster in sorted(configured.all, key=lambda cluster: not cluster.default)]
-    partitions: dict[str, list[Partition]] = {name: [] for name in names}
-    for partition in Partition.every_cluster.filter(cluster__in=names).prefetch_related("gpus"):
-        partitions[partition.cluster].append(partition)
-    nodes: dict[str, list[Node]] = {name: [] for name in names}
-    for node in Node.every_cluster.filter(cluster__in=names):
-        nodes[node.cluster].append(node)
+    partitions, nodes = snapshots_by_cluster(names)
     keys = [poll_status_key(name) for name in names]
     statuses = {status.cluster: status for status in PollStatus.objects.filter(cluster__in=keys)}
     overviews = []
@@ -107,6 +102,18 @@ def clusters_overview() -> ClustersOverview:
             name=name, title=configured.get(name).title, partitions=partitions[name], nodes=nodes[name],
             refreshed_at=status.refreshed_at, checked_at=status.checked_at, error=status.error))
     return ClustersOverview(clusters=overviews)
+
+
+def snapshots_by_cluster(names: list[str]) -> tuple[dict[str, list[Partition]], dict[str, list[Node]]]:
+    """The stored partitions (with their GPUs) and nodes of each of the clusters `names`, in one
+    query each whatever their number."""
+    partitions: dict[str, list[Partition]] = {name: [] for name in names}
+    for partition in Partition.every_cluster.filter(cluster__in=names).prefetch_related("gpus"):
+        partitions[partition.cluster].append(partition)
+    nodes: dict[str, list[Node]] = {name: [] for name in names}
+    for node in Node.every_cluster.filter(cluster__in=names):
+        nodes[node.cluster].append(node)
+    return partitions, nodes
 
 
 def poll_status_key(cluster: str | None) -> str:

@@ -13,6 +13,7 @@ from django.conf import settings
 
 from portal.accounts.models import User
 from portal.cluster.models import Node, Partition
+from portal.cluster.selectors import snapshots_by_cluster
 from portal.core.published import file_publish
 from portal.policy.models import ResourceProfile
 from portal.policy.rules import ClusterRules, GroupRules, PartitionRules, Policy, Profile
@@ -58,12 +59,7 @@ def policy_current(*, with_members: bool = False) -> Policy:
     from the user at hand)."""
     clusters = clusters_from_settings()
     names = [cluster.name for cluster in clusters.all]
-    partitions: dict[str, list[Partition]] = {name: [] for name in names}
-    for partition in Partition.every_cluster.filter(cluster__in=names).prefetch_related("gpus"):
-        partitions[partition.cluster].append(partition)
-    nodes: dict[str, list[Node]] = {name: [] for name in names}
-    for node in Node.every_cluster.filter(cluster__in=names):
-        nodes[node.cluster].append(node)
+    partitions, nodes = snapshots_by_cluster(names)
     snapshots = {name: _snapshot(partitions[name], nodes[name]) for name in names}
     home = clusters.default  # its file's limits and profiles, where it gives them, are the site's
     members = User.objects.filter(is_active=True).exclude(ldap_groups=[]).order_by("username").values_list(
